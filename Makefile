@@ -1,0 +1,17 @@
+# The two commands of the README: `make demo` and `make test`. Both set up what is missing first.
+.PHONY: setup demo test bench lint
+
+setup:
+	@scripts/setup.sh
+
+demo: setup
+	.venv/bin/cdp-session demo
+
+test: setup
+	.venv/bin/python -m pytest -q
+
+bench: setup
+	.venv/bin/python benchmarks/capture_overhead.py
+
+lint: setup
+	.venv/bin/ruff check . && .venv/bin/ruff format --check . && .venv/bin/mypy

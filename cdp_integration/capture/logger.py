@@ -1,0 +1,556 @@
+"""``CDPSessionLogger``: record the browser state after every agent action into a session file.
+
+Flow: ``attach_to_page`` / ``attach_to_browsergym_env`` open one CDP session per tab (new tabs
+included) and start collecting network events; each ``capture_state_snapshot(trigger)`` reads the
+tabs, cookies and storage, drains the network events since the previous capture, and appends one
+``Step`` to the ``*.partial`` session file; ``save_session(instance_id)`` finalizes it atomically.
+
+Capture never raises into the caller: every failure becomes a ``CaptureFault`` in the step (or in
+the session end record) and the episode goes on.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from cdp_integration.capture import state
+from cdp_integration.capture.network import BodyPolicy, NetworkRecorder
+from cdp_integration.errors import CaptureError, SessionFormatError
+from cdp_integration.session.models import (
+    CaptureFault,
+    Cookie,
+    NetworkExchange,
+    RequestInfo,
+    ResponseInfo,
+    SessionEnd,
+    Step,
+    TabState,
+    TrafficOrigin,
+)
+from cdp_integration.session.store import (
+    PARTIAL_SUFFIX,
+    SESSION_SUFFIX,
+    SessionWriter,
+    load_session,
+    new_header,
+)
+
+__all__ = ["CDPSessionLogger", "DomScope"]
+
+DomScope = Literal["all_tabs", "active_tab"]
+
+_NETWORK_BUFFERS = {"maxTotalBufferSize": 100_000_000, "maxResourceBufferSize": 20_000_000}
+
+
+def _fault(stage: str, exc: BaseException, tab_id: str | None = None) -> CaptureFault:
+    return CaptureFault(
+        stage=stage, error_type=type(exc).__name__, message=str(exc).strip()[:1000], tab_id=tab_id
+    )
+
+
+@dataclass
+class _Tab:
+    page: Any
+    cdp: Any
+    tab_id: str
+    origin: TrafficOrigin
+
+
+@dataclass
+class _EarlyRequest:
+    """A request seen by Playwright before the tab's CDP session existed (a new tab's first load)."""
+
+    request: Any
+    seen: float
+    origin: TrafficOrigin
+
+
+class CDPSessionLogger:
+    """Records DOM, HTML, cookies, storage, tabs and network traffic after each step.
+
+    ``session_dir`` defaults to ``$WEBARENA_CDP_SESSION_DIR`` (else ``./cdp_sessions``). Options:
+    ``dom`` (which tabs get DOMSnapshot + HTML), ``screenshot``, ``accessibility_tree``,
+    ``response_bodies`` (``documents``, ``all`` or ``none``), ``max_html_bytes``, ``compresslevel``.
+    """
+
+    def __init__(
+        self,
+        session_dir: str | os.PathLike[str] | None = None,
+        *,
+        instance_id: str | None = None,
+        dom: DomScope = "all_tabs",
+        screenshot: bool = False,
+        accessibility_tree: bool = False,
+        response_bodies: BodyPolicy = "documents",
+        max_html_bytes: int = 20_000_000,
+        compresslevel: int = 3,
+        task: dict[str, Any] | None = None,
+    ) -> None:
+        configured = session_dir or os.environ.get("WEBARENA_CDP_SESSION_DIR") or "cdp_sessions"
+        self.session_dir = Path(configured)
+        self.instance_id = instance_id or os.environ.get("WEBARENA_CDP_INSTANCE_ID") or None
+        self.options: dict[str, Any] = {
+            "dom": dom,
+            "screenshot": screenshot,
+            "accessibility_tree": accessibility_tree,
+            "response_bodies": response_bodies,
+            "max_html_bytes": max_html_bytes,
+            "compresslevel": compresslevel,
+        }
+        self.task: dict[str, Any] = dict(task or {})
+        self._network = NetworkRecorder(bodies=response_bodies)
+        self._tabs: dict[Any, _Tab] = {}
+        self._contexts: list[Any] = []
+        self._early: list[_EarlyRequest] = []
+        self._primary_page: Any = None
+        self._active_page: Callable[[], Any] | None = None
+        self._final_answer: Callable[[], str | None] | None = None
+        self._origin: TrafficOrigin = "agent"
+        self._writer: SessionWriter | None = None
+        self._unwritten: list[Step] = []
+        self._pending_faults: list[CaptureFault] = []
+        self._rewards: list[float] = []
+        self._browser_version: str | None = None
+        self._user_agent: str | None = None
+        self.steps_captured = 0
+        self.last_step: Step | None = None
+        self.saved_path: Path | None = None
+
+    # -- attaching ---------------------------------------------------------------------------
+
+    def attach_to_page(self, page: Any) -> None:
+        """Follow ``page``, every tab of its browser context, and tabs opened later."""
+        self._primary_page = page
+        self._attach_context(page.context)
+        self._attach_tab(page)
+
+    def attach_to_browsergym_env(self, env: Any, *, auto_capture: bool = True) -> None:
+        """Attach to a BrowserGym env (``env.unwrapped.page``); follow its active-page switches.
+
+        With ``auto_capture``, the env's ``reset`` and ``step`` are wrapped on this instance so a
+        snapshot is captured after reset and after every action (with the live reward); the
+        task's ``validate()`` runs are marked so the evaluator's own tabs count as evaluator traffic.
+        """
+        core = env.unwrapped
+        self._active_page = lambda: core.page
+        self._final_answer = lambda: _last_assistant_message(core)
+        if getattr(core, "task", None) is not None:
+            self.task.setdefault("goal", getattr(core, "goal_object", None) and _goal_text(core))
+        original_validate = core._task_validate
+
+        def validate_as_evaluator() -> Any:
+            with self.evaluation_phase():
+                return original_validate()
+
+        core._task_validate = validate_as_evaluator
+        if getattr(core, "page", None) is not None:
+            self.attach_to_page(core.page)
+        if not auto_capture:
+            return
+        original_reset, original_step = core.reset, core.step
+
+        def reset(*args: Any, **kwargs: Any) -> Any:
+            result = original_reset(*args, **kwargs)
+            self.attach_to_page(core.page)
+            self.task.update(
+                {"env_id": getattr(env.spec, "id", None) if env.spec else None, "goal": _goal_text(core)}
+            )
+            self.capture_state_snapshot("reset")
+            return result
+
+        def step(action: str, *args: Any, **kwargs: Any) -> Any:
+            result = original_step(action, *args, **kwargs)
+            reward = result[1] if isinstance(result, tuple) and len(result) > 1 else None
+            self.capture_state_snapshot(
+                "action", action=action, reward=float(reward) if isinstance(reward, int | float) else None
+            )
+            return result
+
+        core.reset, core.step = reset, step
+
+    @contextlib.contextmanager
+    def evaluation_phase(self) -> Iterator[None]:
+        """Within this block, newly opened tabs and their traffic are tagged ``evaluator``."""
+        previous, self._origin = self._origin, "evaluator"
+        try:
+            yield
+        finally:
+            self._origin = previous
+
+    def _attach_context(self, context: Any) -> None:
+        if any(known is context for known in self._contexts):
+            return
+        self._contexts.append(context)
+        context.on("page", self._attach_tab_safely)
+        context.on("request", self._on_request)
+        for page in list(context.pages):
+            self._attach_tab_safely(page)
+
+    def _attach_tab_safely(self, page: Any) -> None:
+        try:
+            self._attach_tab(page)
+        except Exception as exc:
+            self._pending_faults.append(_fault("attach", exc))
+
+    def _attach_tab(self, page: Any) -> None:
+        if page in self._tabs or page.is_closed():
+            return
+        cdp = page.context.new_cdp_session(page)
+        tab_id = state.read_target_info(cdp)["targetId"]
+        tab = _Tab(page=page, cdp=cdp, tab_id=tab_id, origin=self._origin)
+        self._network.listen(cdp, tab_id, lambda: tab.origin if tab.origin == "evaluator" else self._origin)
+        cdp.send("Network.enable", _NETWORK_BUFFERS)
+        self._tabs[page] = tab
+        if self._browser_version is None:
+            version = cdp.send("Browser.getVersion")
+            self._browser_version = version.get("product")
+            self._user_agent = version.get("userAgent")
+
+    def _on_request(self, request: Any) -> None:
+        try:
+            page = request.frame.page
+        except Exception:
+            page = None
+        if page is None or page not in self._tabs:
+            self._early.append(_EarlyRequest(request, time.time(), self._origin))
+
+    # -- capturing ---------------------------------------------------------------------------
+
+    def capture_state_snapshot(
+        self, trigger: str, *, action: str | None = None, reward: float | None = None
+    ) -> Step | None:
+        """Capture and append one step. Never raises; failures are recorded in the step."""
+        started = time.perf_counter()
+        faults: list[CaptureFault] = self._pending_faults
+        self._pending_faults = []
+        try:
+            step = self._capture(trigger, action, reward, faults, started)
+        except Exception as exc:
+            faults.append(_fault("capture", exc))
+            step = Step(
+                index=self.steps_captured,
+                trigger=trigger,
+                action=action,
+                timestamp=time.time(),
+                url="",
+                title="",
+                tabs=[],
+                reward=reward,
+                faults=faults,
+                capture_ms=round((time.perf_counter() - started) * 1000, 3),
+            )
+        if reward is not None:
+            self._rewards.append(reward)
+        self._append(step)
+        return step
+
+    def _pump_events(self) -> None:
+        """One round trip, so Playwright dispatches queued events (new tabs) before we read tabs."""
+        for tab in list(self._tabs.values()):
+            if not tab.page.is_closed():
+                with contextlib.suppress(Exception):
+                    tab.cdp.send("Runtime.evaluate", {"expression": "0", "returnByValue": True})
+                return
+
+    def _live_tabs(self) -> list[_Tab]:
+        for page in list(self._tabs):
+            if page.is_closed():
+                del self._tabs[page]
+        return [tab for tab in self._tabs.values() if tab.origin == "agent"]
+
+    def _current_active(self, tabs: list[_Tab]) -> _Tab | None:
+        candidates = [self._active_page() if self._active_page else None, self._primary_page]
+        for page in candidates:
+            tab = self._tabs.get(page) if page is not None else None
+            if tab is not None and tab.origin == "agent":
+                return tab
+        return tabs[-1] if tabs else None
+
+    def _capture(
+        self,
+        trigger: str,
+        action: str | None,
+        reward: float | None,
+        faults: list[CaptureFault],
+        started: float,
+    ) -> Step:
+        if self._active_page is not None:
+            active_page = self._active_page()
+            if active_page is not None and active_page not in self._tabs and not active_page.is_closed():
+                self._attach_context(active_page.context)
+                self._attach_tab_safely(active_page)
+        self._pump_events()
+        tabs = self._live_tabs()
+        active = self._current_active(tabs)
+        tab_states = [self._capture_tab(tab, tab is active, faults) for tab in tabs]
+        cookies: list[Cookie] = []
+        local_storage: dict[str, dict[str, str]] = {}
+        if active is not None:
+            try:
+                cookies = state.read_cookies(active.cdp)
+            except Exception as exc:
+                faults.append(_fault("cookies", exc, active.tab_id))
+            local_storage = self._local_storage(tabs, faults)
+        network = self._drain_network(faults, final=False)
+        current = next((t for t in tab_states if t.active), None)
+        return Step(
+            index=self.steps_captured,
+            trigger=trigger,
+            action=action,
+            timestamp=time.time(),
+            url=current.url if current else "",
+            title=current.title if current else "",
+            tabs=tab_states,
+            cookies=cookies,
+            local_storage=local_storage,
+            network=network,
+            reward=reward,
+            capture_ms=round((time.perf_counter() - started) * 1000, 3),
+            faults=faults,
+        )
+
+    def _capture_tab(self, tab: _Tab, active: bool, faults: list[CaptureFault]) -> TabState:
+        url, title = "", ""
+        try:
+            info = state.read_target_info(tab.cdp)
+            url, title = info.get("url", ""), info.get("title", "")
+        except Exception as exc:
+            faults.append(_fault("tab", exc, tab.tab_id))
+            with contextlib.suppress(Exception):
+                url = tab.page.url
+        fields: dict[str, Any] = {}
+        if active or self.options["dom"] == "all_tabs":
+            for name, read in (
+                ("dom_snapshot", lambda: state.read_dom_snapshot(tab.cdp)),
+                ("html", lambda: state.read_html(tab.cdp, max_bytes=self.options["max_html_bytes"])),
+            ):
+                try:
+                    fields[name] = read()
+                except Exception as exc:
+                    faults.append(_fault(name, exc, tab.tab_id))
+        if active and self.options["screenshot"]:
+            try:
+                fields["screenshot_png"] = state.read_screenshot(tab.cdp)
+            except Exception as exc:
+                faults.append(_fault("screenshot", exc, tab.tab_id))
+        if active and self.options["accessibility_tree"]:
+            try:
+                fields["ax_tree"] = state.read_accessibility_tree(tab.cdp)
+            except Exception as exc:
+                faults.append(_fault("accessibility_tree", exc, tab.tab_id))
+        session_storage: dict[str, dict[str, str]] = {}
+        try:
+            for origin in state.read_origins(tab.cdp):
+                session_storage[origin] = state.read_storage(tab.cdp, origin, local=False)
+        except Exception as exc:
+            faults.append(_fault("session_storage", exc, tab.tab_id))
+        return TabState(
+            tab_id=tab.tab_id, url=url, title=title, active=active, session_storage=session_storage, **fields
+        )
+
+    def _local_storage(self, tabs: list[_Tab], faults: list[CaptureFault]) -> dict[str, dict[str, str]]:
+        result: dict[str, dict[str, str]] = {}
+        for tab in tabs:
+            try:
+                for origin in state.read_origins(tab.cdp):
+                    if origin not in result:
+                        result[origin] = state.read_storage(tab.cdp, origin, local=True)
+            except Exception as exc:
+                faults.append(_fault("local_storage", exc, tab.tab_id))
+        return result
+
+    def _drain_network(self, faults: list[CaptureFault], *, final: bool) -> list[NetworkExchange]:
+        sessions = {tab.tab_id: tab.cdp for tab in self._tabs.values()}
+        try:
+            exchanges, body_faults = self._network.drain(sessions, final=final)
+            faults.extend(body_faults)
+        except Exception as exc:
+            faults.append(_fault("network", exc))
+            exchanges = []
+        early, self._early = self._early, []
+        seen = {(e.request.method, e.request.url) for e in exchanges}
+        for item in early:
+            try:
+                exchange = self._exchange_from_playwright(item)
+            except Exception as exc:
+                faults.append(_fault("network.early", exc))
+                continue
+            if exchange is not None and (exchange.request.method, exchange.request.url) not in seen:
+                exchanges.append(exchange)
+        exchanges.sort(key=lambda e: e.started)
+        return exchanges
+
+    def _exchange_from_playwright(self, item: _EarlyRequest) -> NetworkExchange | None:
+        request = item.request
+        try:
+            tab = self._tabs.get(request.frame.page)
+        except Exception:
+            tab = next((t for t in reversed(self._tabs.values()) if t.page.url == request.url), None)
+        origin: TrafficOrigin = (
+            "evaluator" if item.origin == "evaluator" or (tab and tab.origin == "evaluator") else "agent"
+        )
+        response = request.response()
+        response_info = None
+        if response is not None:
+            redirect = request.redirected_to
+            body: tuple[str | None, bool] = (None, False)
+            if redirect is None and (
+                self.options["response_bodies"] == "all"
+                or (self.options["response_bodies"] == "documents" and request.resource_type == "document")
+            ):
+                with contextlib.suppress(Exception):
+                    raw = response.body()
+                    try:
+                        body = (raw.decode(), False)
+                    except UnicodeDecodeError:
+                        body = (base64.b64encode(raw).decode(), True)
+            response_info = ResponseInfo(
+                body=body[0],
+                body_base64=body[1],
+                status=response.status,
+                status_text=response.status_text,
+                headers=response.all_headers(),
+                redirect_url=redirect.url if redirect is not None else None,
+                mime_type=(response.all_headers().get("content-type", "").split(";")[0]),
+            )
+        return NetworkExchange(
+            request_id=f"pw-{uuid.uuid4().hex[:12]}",
+            tab_id=tab.tab_id if tab else None,
+            origin=origin,
+            source="playwright",
+            started=item.seen,
+            request=RequestInfo(
+                method=request.method,
+                url=request.url,
+                headers=request.all_headers(),
+                post_data=request.post_data,
+                resource_type=request.resource_type.capitalize() if request.resource_type != "xhr" else "XHR",
+            ),
+            response=response_info,
+            error=request.failure,
+        )
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def _file_stem(self, instance_id: str | None) -> str:
+        return instance_id or self.instance_id or f"session-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+
+    def _ensure_writer(self) -> SessionWriter:
+        if self._writer is None:
+            partial = self.session_dir / f"{self._file_stem(None)}{SESSION_SUFFIX}{PARTIAL_SUFFIX}"
+            header = new_header(
+                instance_id=self.instance_id,
+                browser_version=self._browser_version,
+                user_agent=self._user_agent,
+                options=self.options,
+                task=self.task,
+            )
+            self._writer = SessionWriter(partial, header, compresslevel=self.options["compresslevel"])
+        return self._writer
+
+    def _append(self, step: Step) -> None:
+        """Write the step; after a write failure, keep steps in memory until ``save_session``."""
+        self.steps_captured += 1
+        self.last_step = step
+        if self._unwritten:
+            self._unwritten.append(step)
+            return
+        try:
+            self._ensure_writer().write_step(step)
+        except Exception as exc:
+            if self._writer is not None:
+                self._writer.abort()
+            self._unwritten.append(step)
+            self._pending_faults.append(_fault("write", exc))
+
+    @property
+    def partial_path(self) -> Path | None:
+        return self._writer.partial_path if self._writer else None
+
+    def record_rewards(self, rewards: list[float]) -> None:
+        """Set the live per-step rewards when they were computed outside the wrapped env."""
+        self._rewards = list(rewards)
+
+    def save_session(self, instance_id: str | None = None, *, final_answer: str | None = None) -> Path:
+        """Finalize the session file as ``<session_dir>/<instance_id>.session.jsonl.gz`` and return it.
+
+        Raises ``CaptureError`` only if the file cannot be written at all (the steps stay in memory).
+        """
+        instance_id = instance_id or self.instance_id
+        if final_answer is None and self._final_answer is not None:
+            with contextlib.suppress(Exception):
+                final_answer = self._final_answer()
+        faults = self._pending_faults
+        self._pending_faults = []
+        leftover = self._drain_network(faults, final=True) if self._tabs else []
+        if leftover:
+            faults.append(
+                CaptureFault(
+                    stage="network",
+                    error_type="LateTraffic",
+                    message=f"{len(leftover)} requests finished after the last step",
+                )
+            )
+        end = SessionEnd(
+            ended=time.time(),
+            instance_id=instance_id,
+            final_answer=final_answer,
+            rewards=self._rewards,
+            faults=faults,
+        )
+        final_path = self.session_dir / f"{self._file_stem(instance_id)}{SESSION_SUFFIX}"
+        try:
+            if self._unwritten:
+                self._recover_writer()
+            self.saved_path = self._ensure_writer().finish(end, final_path)
+        except Exception as exc:
+            raise CaptureError(f"cannot write session {final_path}: {exc}") from exc
+        return self.saved_path
+
+    def _recover_writer(self) -> None:
+        """After a failed write: rewrite what the broken partial file holds, plus the held-back steps."""
+        written: list[Step] = []
+        broken = self._writer
+        if broken is not None and broken.partial_path.exists():
+            with contextlib.suppress(SessionFormatError):
+                written = list(load_session(broken.partial_path).steps)
+            broken.partial_path.unlink(missing_ok=True)
+        self._writer = None
+        writer = self._ensure_writer()
+        for step in [*written, *self._unwritten]:
+            writer.write_step(step)
+        self._unwritten = []
+
+    def detach(self) -> None:
+        """Close the CDP sessions this logger opened (the pages stay open)."""
+        for tab in list(self._tabs.values()):
+            with contextlib.suppress(Exception):
+                tab.cdp.detach()
+        self._tabs.clear()
+        for context in self._contexts:
+            with contextlib.suppress(Exception):
+                context.remove_listener("page", self._attach_tab_safely)
+                context.remove_listener("request", self._on_request)
+        self._contexts.clear()
+
+
+def _goal_text(core: Any) -> str | None:
+    goal = getattr(core, "goal_object", None)
+    if isinstance(goal, list):
+        return "\n".join(part.get("text", "") for part in goal if isinstance(part, dict)) or None
+    return None
+
+
+def _last_assistant_message(core: Any) -> str | None:
+    messages = getattr(getattr(core, "chat", None), "messages", None) or []
+    if messages and messages[-1].get("role") == "assistant":
+        return str(messages[-1].get("message"))
+    return None

@@ -1,0 +1,126 @@
+"""``cdp-session``: inspect, export and score captured sessions. Thin commands over the library.
+
+Every ``CDPIntegrationError`` becomes one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from cdp_integration.errors import CDPIntegrationError
+from cdp_integration.session.store import Session, load_session
+
+__all__ = ["cli", "main"]
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except CDPIntegrationError as exc:
+            click.echo(f"cdp-session: error: {exc}", err=True)
+            ctx.exit(2)
+
+
+def _parse_steps(value: str | None, session: Session) -> range | None:
+    """``A:B`` (B exclusive, either side optional, negatives from the end) or a single ``N``."""
+    if value is None:
+        return None
+    count = len(session.steps)
+    try:
+        if ":" not in value:
+            index = int(value)
+            index = index + count if index < 0 else index
+            return range(index, index + 1)
+        start_text, _, stop_text = value.partition(":")
+        start = int(start_text) if start_text else 0
+        stop = int(stop_text) if stop_text else count
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not N or A:B", param_hint="--steps") from None
+    return range(*slice(start, stop).indices(count))
+
+
+def _truncate(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@click.group(cls=_Group)
+@click.version_option(package_name="cdp-integration")
+def cli() -> None:
+    """Capture, inspect, replay and score web-agent browser sessions."""
+
+
+@cli.command()
+@click.argument("session_path", type=click.Path(path_type=Path))
+def info(session_path: Path) -> None:
+    """List the steps of SESSION: trigger, URL, title, requests, capture time, errors."""
+    session = load_session(session_path)
+    header = session.header
+    state = "finished" if session.complete else "partial (episode did not finish saving)"
+    click.echo(f"session   {session_path}  ({session_path.stat().st_size:,} bytes, {state})")
+    click.echo(
+        f"instance  {session.instance_id or '-'}   format {header.format_version}   "
+        f"{header.browser_version or 'browser ?'}"
+    )
+    if header.task.get("goal"):
+        click.echo(f"goal      {_truncate(str(header.task['goal']).replace(chr(10), ' '), 100)}")
+    click.echo(f"{'step':>4}  {'trigger':<28} {'url':<44} {'title':<22} {'reqs':>4} {'ms':>7}  errors")
+    for step in session.steps:
+        trigger = step.action or step.trigger
+        errors = "; ".join(f"{f.stage}: {f.error_type}" for f in step.faults) or "-"
+        click.echo(
+            f"{step.index:>4}  {_truncate(trigger, 28):<28} {_truncate(step.url, 44):<44} "
+            f"{_truncate(step.title, 22):<22} {len(step.network):>4} {step.capture_ms:>7.1f}  {errors}"
+        )
+    if session.end is not None:
+        answer = session.end.final_answer
+        click.echo(f"answer    {_truncate(answer, 100) if answer else '-'}")
+        if session.end.rewards:
+            click.echo(f"rewards   {', '.join(f'{r:g}' for r in session.end.rewards)}")
+        for fault in session.end.faults:
+            click.echo(f"end fault {fault.stage}: {fault.error_type}: {_truncate(fault.message, 80)}")
+
+
+@cli.command()
+@click.argument("session_path", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="HAR file to write.")
+@click.option("--steps", "steps_text", metavar="A:B", help="Only these steps (B exclusive), or one step N.")
+@click.option("--include-evaluator", is_flag=True, help="Keep the live evaluator's own tabs' traffic.")
+def har(session_path: Path, output: Path, steps_text: str | None, include_evaluator: bool) -> None:
+    """Export SESSION's network traffic as HAR 1.2 (each entry tagged with its step)."""
+    from cdp_integration.har.export import session_to_har
+
+    session = load_session(session_path)
+    document = session_to_har(
+        session, steps=_parse_steps(steps_text, session), include_evaluator=include_evaluator
+    )
+    output.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
+    click.echo(f"wrote {len(document['log']['entries'])} entries to {output}")
+
+
+@cli.command()
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Write the schema here instead of stdout.",
+)
+def schema(output: Path | None) -> None:
+    """Print the JSON Schema of a session file's records."""
+    from cdp_integration.session.schema import session_json_schema
+
+    text = orjson.dumps(session_json_schema(), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+    if output is None:
+        sys.stdout.write(text.decode())
+    else:
+        output.write_bytes(text)
+
+
+def main() -> None:
+    cli(prog_name="cdp-session")

