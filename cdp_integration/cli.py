@@ -122,5 +122,44 @@ def schema(output: Path | None) -> None:
         output.write_bytes(text)
 
 
+@cli.command()
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    default=Path("demo_output"),
+    show_default=True,
+    help="Directory for the captured sessions.",
+)
+@click.option("--episode", "episode_ids", multiple=True, help="Only these episode ids (default: all).")
+@click.option("--headed", is_flag=True, help="Show the browser window.")
+def demo(output: Path, episode_ids: tuple[str, ...], headed: bool) -> None:
+    """Run the bundled demo: scripted episodes on the demo shop, captured; then show one session."""
+    from cdp_integration import environment
+    from cdp_integration.demo import DemoSite
+    from cdp_integration.demo.agent import load_episodes, run_episode
+
+    environment.prepare()
+    episodes = [e for e in load_episodes() if not episode_ids or e.id in episode_ids]
+    if not episodes:
+        raise click.BadParameter(f"no episode matches {', '.join(episode_ids)}", param_hint="--episode")
+    sessions_dir = output / "sessions"
+    paths: list[Path] = []
+    with DemoSite() as site:
+        click.echo(f"demo site at {site.base_url}; capturing {len(episodes)} episodes into {sessions_dir}")
+        for episode in episodes:
+            site.reset()
+            path = run_episode(episode, site.base_url, sessions_dir, headless=not headed)
+            session = load_session(path)
+            faults = sum(len(step.faults) for step in session.steps)
+            click.echo(
+                f"  {episode.id:<32} {len(session.steps):>3} steps  {path.stat().st_size:>8,} bytes  "
+                f"{faults} capture faults  answer={session.final_answer!r}"
+            )
+            paths.append(path)
+    click.echo("")
+    click.get_current_context().invoke(info, session_path=paths[0])
+
+
 def main() -> None:
     cli(prog_name="cdp-session")

@@ -260,6 +260,14 @@ class CDPSessionLogger:
                     tab.cdp.send("Runtime.evaluate", {"expression": "0", "returnByValue": True})
                 return
 
+    def _sync_tabs(self) -> None:
+        """Attach to tabs we do not follow yet (missed events, or a session dropped after a failure)."""
+        for context in self._contexts:
+            with contextlib.suppress(Exception):
+                for page in list(context.pages):
+                    if page not in self._tabs:
+                        self._attach_tab_safely(page)
+
     def _live_tabs(self) -> list[_Tab]:
         for page in list(self._tabs):
             if page.is_closed():
@@ -288,6 +296,7 @@ class CDPSessionLogger:
                 self._attach_context(active_page.context)
                 self._attach_tab_safely(active_page)
         self._pump_events()
+        self._sync_tabs()
         tabs = self._live_tabs()
         active = self._current_active(tabs)
         tab_states = [self._capture_tab(tab, tab is active, faults) for tab in tabs]
@@ -324,8 +333,10 @@ class CDPSessionLogger:
             url, title = info.get("url", ""), info.get("title", "")
         except Exception as exc:
             faults.append(_fault("tab", exc, tab.tab_id))
+            self._tabs.pop(tab.page, None)  # its CDP session is unusable: re-attach at the next capture
             with contextlib.suppress(Exception):
-                url = tab.page.url
+                url, title = tab.page.url, tab.page.title()
+            return TabState(tab_id=tab.tab_id, url=url, title=title, active=active)
         fields: dict[str, Any] = {}
         if active or self.options["dom"] == "all_tabs":
             for name, read in (

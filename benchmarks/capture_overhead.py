@@ -1,0 +1,536 @@
+"""Capture overhead benchmark: BrowserGym step time with vs without ``CDPSessionLogger``.
+
+Run::
+
+    .venv/bin/python benchmarks/capture_overhead.py [--steps N] [--big-steps M] [--rounds R] [--profile]
+
+Everything runs in one process against an in-process ``DemoSite``:
+
+1. Demo episode (~15 scripted steps: goto / click / fill / go_back across the shop) run alternately
+   without and with the logger attached (``auto_capture``) for R rounds after one discarded warm-up
+   round; the order alternates per round to cancel drift. Step time is measured around ``env.step()``
+   only (with the logger that includes the capture and the write).
+2. The same on the generated 10k-element page (``/big?n=10000``): scroll / noop / goto same page.
+3. Capture time per snapshot on a plain Playwright page (no BrowserGym), demo pages and the 10k page:
+   wall time of ``capture_state_snapshot`` (capture + serialize + compress + write) and the logger's
+   own ``capture_ms`` (which stops before the write).
+4. Stored bytes per step of the logged demo episodes (growth of the ``*.partial`` file per step).
+
+Then the targets with PASS/MISS. ``--profile`` adds a per-stage breakdown of one capture (CDP calls
+timed individually on a plain page, plus the serialize/compress/write cost).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from cdp_integration import environment
+from cdp_integration.capture import state
+from cdp_integration.capture.logger import CDPSessionLogger
+from cdp_integration.demo.site import DemoSite
+from cdp_integration.session.store import SessionWriter, new_header
+
+TARGET_OVERHEAD_PCT = 10.0
+TARGET_BIG_CAPTURE_MS = 150.0
+TARGET_BYTES_PER_STEP = 50 * 1024
+
+# (kind, argument...) - resolved to a BrowserGym action string just before the step (bids come
+# from the previous observation, so they are looked up outside the timed region).
+DEMO_EPISODE: list[tuple[str, ...]] = [
+    ("goto", "/search?q=a"),
+    ("click", "#results a.product-link"),
+    ("fill", "#qty", "2"),
+    ("click", "#add-to-cart"),
+    ("go_back",),
+    ("goto", "/login"),
+    ("fill", "#username", "emma"),
+    ("fill", "#password", "emma1234"),
+    ("click", "#login-button"),
+    ("goto", "/feed"),
+    ("goto", "/preferences"),
+    ("click", "#save-prefs"),
+    ("goto", "/links"),
+    ("click", "#same-tab-help"),
+    ("go_back",),
+    ("goto", "/admin"),
+]
+BIG_PATH = "/big?n=10000"
+BIG_EPISODE: list[tuple[str, ...]] = [
+    ("scroll", "0", "400"),
+    ("noop",),
+    ("goto", BIG_PATH),
+    ("scroll", "0", "800"),
+    ("noop",),
+    ("goto", BIG_PATH),
+]
+PLAIN_DEMO_PAGES = [
+    "/",
+    "/search?q=a",
+    "/products/1",
+    "/login",
+    "/feed",
+    "/preferences",
+    "/links",
+    "/admin",
+]
+
+
+# -- statistics ---------------------------------------------------------------------------------
+
+
+def pct(values: list[float], q: float) -> float:
+    """Percentile with linear interpolation (q in 0..100); nan for no data."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def p50(values: list[float]) -> float:
+    return pct(values, 50)
+
+
+def p95(values: list[float]) -> float:
+    return pct(values, 95)
+
+
+@dataclass
+class EpisodeResult:
+    step_ms: list[float] = field(default_factory=list)
+    capture_ms: list[float] = field(default_factory=list)
+    step_bytes: list[int] = field(default_factory=list)
+    file_bytes: int = 0
+    steps_captured: int = 0
+    faults: list[str] = field(default_factory=list)
+    action_errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Comparison:
+    name: str
+    plain: list[EpisodeResult] = field(default_factory=list)
+    logged: list[EpisodeResult] = field(default_factory=list)
+
+    def steps(self, logged: bool) -> list[float]:
+        return [ms for ep in (self.logged if logged else self.plain) for ms in ep.step_ms]
+
+    def paired_deltas(self) -> list[float]:
+        """with - without for the same step of the same round (both episodes are the same script)."""
+        return [
+            w - o
+            for ep_w, ep_o in zip(self.logged, self.plain, strict=True)
+            for w, o in zip(ep_w.step_ms, ep_o.step_ms, strict=False)
+        ]
+
+
+# -- BrowserGym episodes ------------------------------------------------------------------------
+
+
+def action_string(env: Any, base_url: str, spec: tuple[str, ...]) -> str:
+    kind, *args = spec
+    if kind == "goto":
+        return f"goto({base_url + args[0]!r})"
+    if kind in ("click", "fill"):
+        bid = env.unwrapped.page.get_attribute(args[0], "bid", timeout=5000)
+        if bid is None:
+            raise RuntimeError(f"no bid on {args[0]!r} at {env.unwrapped.page.url}")
+        return f"click({bid!r})" if kind == "click" else f"fill({bid!r}, {args[1]!r})"
+    if kind == "go_back":
+        return "go_back()"
+    if kind == "scroll":
+        return f"scroll({args[0]}, {args[1]})"
+    if kind == "noop":
+        return "noop(0)"
+    raise ValueError(kind)
+
+
+def detach_logger(env: Any, logger: CDPSessionLogger) -> None:
+    """Undo ``attach_to_browsergym_env``: close its CDP sessions and drop its instance-level wraps."""
+    logger.detach()
+    core = env.unwrapped
+    for name in ("reset", "step", "_task_validate"):
+        core.__dict__.pop(name, None)
+
+
+def run_episode(
+    env: Any,
+    base_url: str,
+    script: list[tuple[str, ...]],
+    *,
+    logged: bool,
+    session_root: Path,
+    label: str,
+) -> EpisodeResult:
+    result = EpisodeResult()
+    logger: CDPSessionLogger | None = None
+    if logged:
+        logger = CDPSessionLogger(session_root / label, instance_id=label)
+        logger.attach_to_browsergym_env(env, auto_capture=True)
+    try:
+        env.reset()
+        size = logger.partial_path.stat().st_size if logger and logger.partial_path else 0
+        for spec in script:
+            action = action_string(env, base_url, spec)
+            started = time.perf_counter()
+            _obs, _reward, _term, _trunc, _info = env.step(action)
+            result.step_ms.append((time.perf_counter() - started) * 1000)
+            error = env.unwrapped.last_action_error
+            if error:
+                result.action_errors.append(f"{action}: {error.splitlines()[0][:120]}")
+            if logger is not None and logger.last_step is not None:
+                result.capture_ms.append(logger.last_step.capture_ms)
+                result.faults += [f"{f.stage}: {f.error_type}" for f in logger.last_step.faults]
+                if logger.partial_path is not None:
+                    new_size = logger.partial_path.stat().st_size
+                    result.step_bytes.append(new_size - size)
+                    size = new_size
+        if logger is not None:
+            path = logger.save_session(label)
+            result.file_bytes = path.stat().st_size
+            result.steps_captured = logger.steps_captured
+    finally:
+        if logger is not None:
+            detach_logger(env, logger)
+    return result
+
+
+def compare(
+    env: Any,
+    site: DemoSite,
+    name: str,
+    start_path: str,
+    script: list[tuple[str, ...]],
+    rounds: int,
+    warmup_steps: int,
+    session_root: Path,
+    progress: Callable[[str], None],
+) -> Comparison:
+    """Round 0 (a short warm-up, discarded), then R rounds alternating which variant goes first."""
+    comparison = Comparison(name)
+    env.unwrapped.task_kwargs = {"start_url": site.base_url + start_path}
+    for round_no in range(rounds + 1):
+        order = (False, True) if round_no % 2 == 0 else (True, False)
+        steps = script[:warmup_steps] if round_no == 0 else script
+        for logged in order:
+            site.reset()
+            label = f"{name}-r{round_no}-{'with' if logged else 'without'}"
+            started = time.perf_counter()
+            episode = run_episode(
+                env, site.base_url, steps, logged=logged, session_root=session_root, label=label
+            )
+            progress(f"{label}: {len(episode.step_ms)} steps in {time.perf_counter() - started:.1f}s")
+            if round_no == 0:
+                continue
+            (comparison.logged if logged else comparison.plain).append(episode)
+    return comparison
+
+
+# -- plain-page captures ------------------------------------------------------------------------
+
+
+@dataclass
+class CaptureTimes:
+    wall_ms: list[float] = field(default_factory=list)
+    capture_ms: list[float] = field(default_factory=list)
+    step_bytes: list[int] = field(default_factory=list)
+    faults: list[str] = field(default_factory=list)
+
+
+def timed_capture(logger: CDPSessionLogger, out: CaptureTimes) -> None:
+    size = logger.partial_path.stat().st_size if logger.partial_path else 0
+    started = time.perf_counter()
+    step = logger.capture_state_snapshot("benchmark")
+    out.wall_ms.append((time.perf_counter() - started) * 1000)
+    if step is not None:
+        out.capture_ms.append(step.capture_ms)
+        out.faults += [f"{f.stage}: {f.error_type}" for f in step.faults]
+    if logger.partial_path is not None:
+        out.step_bytes.append(logger.partial_path.stat().st_size - size)
+
+
+@contextlib.contextmanager
+def plain_page(pw: Any) -> Iterator[Any]:
+    browser = pw.chromium.launch(
+        executable_path=environment.chromium_executable(), args=list(environment.CHROMIUM_ARGS), headless=True
+    )
+    try:
+        context = browser.new_context(viewport={"width": 1280, "height": 720})
+        yield context.new_page()
+    finally:
+        browser.close()
+
+
+def plain_captures(
+    pw: Any, base_url: str, session_root: Path, repeats: int, big_repeats: int
+) -> tuple[CaptureTimes, CaptureTimes]:
+    demo, big = CaptureTimes(), CaptureTimes()
+    with plain_page(pw) as page:
+        logger = CDPSessionLogger(session_root / "plain", instance_id="plain")
+        logger.attach_to_page(page)
+        for path in PLAIN_DEMO_PAGES:  # warm-up: first visits, JIT, caches
+            page.goto(base_url + path, wait_until="load")
+            logger.capture_state_snapshot("warm-up")
+        for _ in range(repeats):
+            for path in PLAIN_DEMO_PAGES:
+                page.goto(base_url + path, wait_until="load")
+                timed_capture(logger, demo)
+        page.goto(base_url + BIG_PATH, wait_until="load")
+        logger.capture_state_snapshot("warm-up")
+        for index in range(big_repeats):
+            if index % 2 == 0:  # half after a fresh load (network drain + new HTML), half in place
+                page.goto(base_url + BIG_PATH, wait_until="load")
+            else:
+                page.mouse.wheel(0, 500)
+            timed_capture(logger, big)
+        logger.save_session("plain")
+        logger.detach()
+    return demo, big
+
+
+def stage_profile(pw: Any, base_url: str, path: str, repeats: int) -> list[tuple[str, list[float], str]]:
+    """Time each stage of one capture individually on a plain page (no logger attached)."""
+    from browsergym.core.observation import extract_dom_snapshot
+
+    stages: dict[str, list[float]] = {}
+    notes: dict[str, str] = {}
+
+    def timed(name: str, fn: Callable[[], Any]) -> Any:
+        started = time.perf_counter()
+        value = fn()
+        stages.setdefault(name, []).append((time.perf_counter() - started) * 1000)
+        return value
+
+    with plain_page(pw) as page, tempfile.TemporaryDirectory(prefix="cdp-bench-prof-") as tmp:
+        logger = CDPSessionLogger(Path(tmp) / "logger", instance_id="prof")
+        logger.attach_to_page(page)
+        cdp = page.context.new_cdp_session(page)
+        page.goto(base_url + path, wait_until="load")
+        for index in range(repeats + 1):
+            timed("Runtime.evaluate (event pump)", lambda: cdp.send("Runtime.evaluate", {"expression": "0"}))
+            timed("Target.getTargetInfo", lambda: state.read_target_info(cdp))
+            snap = timed("DOMSnapshot.captureSnapshot", lambda: state.read_dom_snapshot(cdp))
+            timed(
+                "  same, includeDOMRects=False",
+                lambda: cdp.send(
+                    "DOMSnapshot.captureSnapshot", {"computedStyles": [], "includeDOMRects": False}
+                ),
+            )
+            timed("  BrowserGym's own per-step snapshot", lambda: extract_dom_snapshot(page))
+            root = timed("DOM.getDocument", lambda: cdp.send("DOM.getDocument", {"depth": 0})["root"])
+            html = timed(
+                "DOM.getOuterHTML", lambda root=root: cdp.send("DOM.getOuterHTML", {"nodeId": root["nodeId"]})
+            )["outerHTML"]
+
+            def storage() -> None:
+                for origin in state.read_origins(cdp):
+                    state.read_storage(cdp, origin, local=False)
+                    state.read_storage(cdp, origin, local=True)
+
+            timed("frame tree + DOMStorage x2", storage)
+            timed("Network.getAllCookies (+validate)", lambda: state.read_cookies(cdp))
+            step = timed("logger capture total (capture_ms)", lambda: logger.capture_state_snapshot("prof"))
+            assert step is not None
+            stages["logger capture total (capture_ms)"][-1] = step.capture_ms
+            writer = SessionWriter(Path(tmp) / f"w{index}.partial", new_header(), compresslevel=3)
+            timed("model_dump (Step -> dict)", lambda step=step: step.model_dump(mode="json", by_alias=True))
+            written = timed(
+                "write_step (dump+orjson+zlib+write)", lambda step=step, w=writer: w.write_step(step)
+            )
+            writer.abort()
+            notes["DOMSnapshot.captureSnapshot"] = f"{len(snap['documents'][0]['nodes']['nodeType'])} nodes"
+            notes["DOM.getOuterHTML"] = f"{len(html) / 1024:.0f} KiB html"
+            notes["  BrowserGym's own per-step snapshot"] = "(not part of the capture; for scale)"
+            notes["write_step (dump+orjson+zlib+write)"] = f"{written / 1024:.0f} KiB compressed"
+            if index == 0:  # first pass is warm-up
+                for values in stages.values():
+                    values.clear()
+        cdp.detach()
+        logger.detach()
+    return [(name, values, notes.get(name, "")) for name, values in stages.items()]
+
+
+# -- report -------------------------------------------------------------------------------------
+
+
+def fmt_ms(value: float) -> str:
+    return f"{value:8.1f}"
+
+
+def stats_row(label: str, values: list[float], width: int, last: str = "mean") -> str:
+    """``label  [n]  p50  p95  mean|max`` with fixed-width columns."""
+    tail = mean(values) if last == "mean" else max(values, default=float("nan"))
+    count = f"{len(values):>4}  " if last == "max" else ""
+    return f"  {label:{width}}{count}{fmt_ms(p50(values))}  {fmt_ms(p95(values))}  {fmt_ms(tail)}"
+
+
+def print_comparison(comp: Comparison) -> tuple[float, float]:
+    without, with_ = comp.steps(False), comp.steps(True)
+    deltas = comp.paired_deltas()
+    ratio = p50(with_) / p50(without)
+    print(f"\n[{comp.name}] step time around env.step(), ms ({len(without)} vs {len(with_)} steps)")
+    print(f"  {'':24}{'p50':>8}  {'p95':>8}  {'mean':>8}")
+    capture = [ms for ep in comp.logged for ms in ep.capture_ms]
+    print(stats_row("without logger", without, 24))
+    print(stats_row("with logger", with_, 24))
+    print(stats_row("paired delta (with-w/o)", deltas, 24))
+    print(stats_row("logger capture_ms", capture, 24))
+    overhead = (ratio - 1) * 100
+    print(f"  ratio with/without at p50: {ratio:.3f}  -> overhead {overhead:+.1f}% at p50")
+    problems = sorted({e for ep in comp.plain + comp.logged for e in ep.action_errors})
+    faults = sorted({f for ep in comp.logged for f in ep.faults})
+    if problems:
+        print(f"  action errors ({len(problems)}): " + "; ".join(problems[:4]))
+    if faults:
+        print(f"  capture faults: {', '.join(faults)}")
+    return ratio, overhead
+
+
+def mean(values: list[float]) -> float:
+    return statistics.fmean(values) if values else float("nan")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=len(DEMO_EPISODE), help="steps of the demo episode")
+    parser.add_argument("--big-steps", type=int, default=4, help="steps of the 10k-page episode")
+    parser.add_argument("--rounds", type=int, default=3, help="measured demo rounds (plus a warm-up)")
+    parser.add_argument("--big-rounds", type=int, default=1, help="measured 10k-page rounds (plus a warm-up)")
+    parser.add_argument("--captures", type=int, default=3, help="plain-page passes over the demo pages")
+    parser.add_argument("--big-captures", type=int, default=10, help="plain-page captures of the 10k page")
+    parser.add_argument("--profile", action="store_true", help="per-stage breakdown of one capture")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    args = parser.parse_args(argv)
+    if min(args.rounds, args.big_rounds, args.steps, args.big_steps, args.captures, args.big_captures) < 1:
+        parser.error("counts must be >= 1")
+
+    def progress(message: str) -> None:
+        if not args.quiet:
+            print(f"  .. {message}", file=sys.stderr, flush=True)
+
+    demo_script = [DEMO_EPISODE[i % len(DEMO_EPISODE)] for i in range(args.steps)]
+    big_script = [BIG_EPISODE[i % len(BIG_EPISODE)] for i in range(args.big_steps)]
+
+    environment.prepare()
+    logging.getLogger("browsergym").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore")
+    import browsergym.core  # registers browsergym/openended
+    import gymnasium as gym
+
+    total_started = time.perf_counter()
+    session_root = Path(tempfile.mkdtemp(prefix="cdp-bench-"))
+    env = None
+    try:
+        with DemoSite() as site:
+            env = gym.make(
+                "browsergym/openended",
+                task_kwargs={"start_url": site.base_url + "/"},
+                headless=True,
+                slow_mo=0,
+                wait_for_user_message=False,
+            )
+            demo = compare(env, site, "demo", "/", demo_script, args.rounds, 2, session_root, progress)
+            big = compare(
+                env, site, "big-10k", BIG_PATH, big_script, args.big_rounds, 1, session_root, progress
+            )
+            env.close()
+            env = None
+            pw = browsergym.core._get_global_playwright()
+            progress("plain-page captures")
+            plain_demo, plain_big = plain_captures(
+                pw, site.base_url, session_root, args.captures, args.big_captures
+            )
+            profiles = []
+            if args.profile:
+                for path in ("/search?q=a", BIG_PATH):
+                    progress(f"stage profile {path}")
+                    profiles.append((path, stage_profile(pw, site.base_url, path, 5)))
+    finally:
+        if env is not None:
+            env.close()
+        shutil.rmtree(session_root, ignore_errors=True)
+
+    print("\n=== capture overhead benchmark ===")
+    print(
+        f"demo: {args.rounds} rounds x {len(demo_script)} steps; 10k page: {args.big_rounds} rounds x "
+        f"{len(big_script)} steps (+ a short warm-up round each, discarded); slow_mo=0, headless, "
+        "default logger options"
+    )
+    _, demo_overhead = print_comparison(demo)
+    print_comparison(big)
+
+    print("\n[capture per snapshot, plain Playwright page] ms")
+    print(f"  {'':34}{'n':>4}  {'p50':>8}  {'p95':>8}  {'max':>8}")
+    rows = [
+        ("demo pages: capture_ms", plain_demo.capture_ms),
+        ("demo pages: wall (incl. write)", plain_demo.wall_ms),
+        ("10k page:   capture_ms", plain_big.capture_ms),
+        ("10k page:   wall (incl. write)", plain_big.wall_ms),
+        ("in BrowserGym, demo: capture_ms", [ms for ep in demo.logged for ms in ep.capture_ms]),
+        ("in BrowserGym, 10k:  capture_ms", [ms for ep in big.logged for ms in ep.capture_ms]),
+    ]
+    for label, times in rows:
+        print(stats_row(label, times, 34, last="max"))
+    faults = sorted(set(plain_demo.faults + plain_big.faults))
+    if faults:
+        print(f"  capture faults: {', '.join(faults)}")
+
+    per_step = [b for ep in demo.logged for b in ep.step_bytes]
+    file_per_step = [ep.file_bytes / ep.steps_captured for ep in demo.logged if ep.steps_captured]
+    big_per_step = [b for ep in big.logged for b in ep.step_bytes]
+    print("\n[stored bytes per step] KiB (compressed, default compresslevel)")
+    print(
+        f"  demo episode: final file / steps (reset included): mean {mean(file_per_step) / 1024:.1f}  "
+        f"(files {mean([ep.file_bytes for ep in demo.logged]) / 1024:.0f} KiB / "
+        f"{demo.logged[0].steps_captured} steps)"
+    )
+    print(
+        f"  demo episode: per-step growth of *.partial: mean {mean(per_step) / 1024:.1f}  "
+        f"p50 {p50(per_step) / 1024:.1f}  max {max(per_step) / 1024:.1f}"
+    )
+    print(
+        f"  10k episode:  per-step growth of *.partial: mean {mean(big_per_step) / 1024:.1f}  "
+        f"p50 {p50(big_per_step) / 1024:.1f}  max {max(big_per_step) / 1024:.1f}"
+    )
+
+    for path, rows in profiles:
+        print(f"\n[stage profile, plain page {path}] ms, 5 runs after warm-up")
+        for name, values, note in rows:
+            print(f"  {name:38}p50 {fmt_ms(p50(values))}  max {fmt_ms(max(values))}  {note}")
+
+    big_capture_p50 = p50(plain_big.wall_ms)
+    bytes_mean = mean(per_step)
+    targets = [
+        (f"overhead at p50 on demo pages <= {TARGET_OVERHEAD_PCT:.0f}%", f"{demo_overhead:+.1f}%",
+         demo_overhead <= TARGET_OVERHEAD_PCT),
+        (f"capture on 10k page p50 <= {TARGET_BIG_CAPTURE_MS:.0f} ms (wall, incl. write)",
+         f"{big_capture_p50:.1f} ms", big_capture_p50 <= TARGET_BIG_CAPTURE_MS),
+        (f"stored per step on demo episode (mean) <= {TARGET_BYTES_PER_STEP // 1024} KiB",
+         f"{bytes_mean / 1024:.1f} KiB", bytes_mean <= TARGET_BYTES_PER_STEP),
+    ]  # fmt: skip
+    print("\n[targets]")
+    for label, value, ok in targets:
+        print(f"  {'PASS' if ok else 'MISS'}  {label:58} {value}")
+    print(f"\ntotal runtime {time.perf_counter() - total_started:.0f}s")
+    return 0 if all(ok for *_, ok in targets) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
