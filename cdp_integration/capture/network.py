@@ -258,9 +258,9 @@ class NetworkRecorder:
             self._learned.setdefault(hop.resource_type, {}).update(learned)
             return hop.wire_headers, "wire"
         provisional = _lower(hop.request.get("headers"))
-        learned = self._learned.get(hop.resource_type)
-        if hop.resource_type == "Document" and learned:
-            return {**learned, **provisional}, "inferred"
+        seen_on_wire = self._learned.get(hop.resource_type)
+        if hop.resource_type == "Document" and seen_on_wire:
+            return {**seen_on_wire, **provisional}, "inferred"
         return provisional, "devtools"
 
     def _exchange(self, chain: _Chain, hop: _Hop, body: tuple[str | None, bool]) -> NetworkExchange:

@@ -100,7 +100,7 @@ def run_episode(
         logger.attach_to_browsergym_env(env)
         env.reset()
         for step in episode.steps:
-            env.step(to_browsergym_action(step, env.unwrapped.page, base_url))
+            env.step(to_browsergym_action(step, env.unwrapped.page, base_url))  # type: ignore[attr-defined]
         return logger.save_session(episode.id)
     finally:
         env.close()

@@ -7,6 +7,7 @@ the episode produced; capture failures are recorded and never break the episode.
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import re
 import signal
@@ -228,10 +229,8 @@ def test_sigkill_mid_episode_leaves_completed_steps_readable(demo_site: DemoSite
 
 def with_group_killed(pgid: int) -> None:
     """Stop Chromium and the Playwright driver the killed process left behind (its process group)."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def test_screenshot_option_stores_png(demo_site: DemoSite, tmp_path: Path) -> None:
