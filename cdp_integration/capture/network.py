@@ -185,7 +185,8 @@ class NetworkRecorder:
             return bool(chain.hops)
         if not chain.done:
             return False
-        missing_extra = sum(1 for hop in chain.hops if not self._cached(hop)) > len(chain.request_extra)
+        on_wire = sum(1 for hop in chain.hops if hop.response is not None and not self._cached(hop))
+        missing_extra = on_wire > len(chain.request_extra)
         return not missing_extra
 
     def drain(

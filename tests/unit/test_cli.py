@@ -1,0 +1,95 @@
+"""``cdp-session info`` / ``har`` on a written session; bad files give one line and exit code 2."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+import cdp_integration
+from cdp_integration.cli import cli
+from cdp_integration.session import FORMAT_VERSION, SessionEnd, SessionWriter, new_header
+from tests.unit.test_session_store import make_step
+
+
+@pytest.fixture
+def session_path(tmp_path: Path) -> Path:
+    writer = SessionWriter(tmp_path / "s.partial", new_header(instance_id="demo.7"))
+    for i in range(4):
+        writer.write_step(make_step(i, url=f"http://127.0.0.1/page{i}"))
+    return writer.finish(
+        SessionEnd(ended=1.0, instance_id="demo.7", final_answer="forty-two"),
+        tmp_path / "demo.7.session.jsonl.gz",
+    )
+
+
+def test_info_lists_every_step(session_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["info", str(session_path)])
+    assert result.exit_code == 0, result.output
+    assert "demo.7" in result.output and "finished" in result.output
+    for i in range(4):
+        assert f"http://127.0.0.1/page{i}" in result.output
+    assert "forty-two" in result.output
+
+
+def test_har_exports_a_step_range(session_path: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.har"
+    result = CliRunner().invoke(cli, ["har", str(session_path), "-o", str(out), "--steps", "1:3"])
+    assert result.exit_code == 0, result.output
+    har = orjson.loads(out.read_bytes())
+    assert har["log"]["version"] == "1.2"
+    assert [(e["_step"], e["request"]["url"]) for e in har["log"]["entries"]] == [
+        (1, "http://127.0.0.1/page1"),
+        (2, "http://127.0.0.1/page2"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"not a session",
+        b"\x1f\x8b\x08\x00\x00\x00",
+        gzip.compress(b'{"type": "header", "format_version": 99}\n'),
+    ],
+    ids=["empty", "text", "truncated-gzip", "future-version"],
+)
+def test_bad_input_is_one_line_on_stderr_and_exit_2(tmp_path: Path, content: bytes) -> None:
+    bad = tmp_path / "bad.session.jsonl.gz"
+    bad.write_bytes(content)
+    for args in (["info", str(bad)], ["har", str(bad), "-o", str(tmp_path / "x.har")]):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 2
+        assert result.stdout == ""
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("cdp-session: error: ")
+        assert "Traceback" not in result.stderr
+
+
+def test_future_version_message_names_both_versions(tmp_path: Path) -> None:
+    bad = tmp_path / "future.session.jsonl.gz"
+    bad.write_bytes(gzip.compress(b'{"type": "header", "format_version": 99}\n'))
+    result = CliRunner().invoke(cli, ["info", str(bad)])
+    assert "format 99" in result.stderr and f"up to {FORMAT_VERSION}" in result.stderr
+
+
+def test_truncated_real_session_still_lists_completed_steps(session_path: Path, tmp_path: Path) -> None:
+    raw = session_path.read_bytes()
+    cut = tmp_path / "cut.session.jsonl.gz"
+    cut.write_bytes(raw[:-60])  # the end record and gzip trailer are lost
+    result = CliRunner().invoke(cli, ["info", str(cut)])
+    assert result.exit_code == 0, result.output
+    assert "partial" in result.output
+    assert all(f"page{i}" in result.output for i in range(4))
+
+
+def test_public_names_are_unique_and_importable() -> None:
+    assert len(set(cdp_integration.__all__)) == len(cdp_integration.__all__)
+    assert {"CDPSessionLogger", "load_session", "session_to_har", "SessionFormatError"} <= set(
+        cdp_integration.__all__
+    )
+    for name in cdp_integration.__all__:
+        assert getattr(cdp_integration, name) is not None
