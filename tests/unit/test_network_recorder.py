@@ -122,7 +122,7 @@ def test_cache_served_document_gets_headers_learned_from_the_wire() -> None:
     cdp.emit("responseReceived", **response("2", "http://h/a", fromDiskCache=True))
     cdp.emit("loadingFinished", requestId="2", timestamp=1.2)
     cdp.bodies = {"1": {"body": "a"}, "2": {"body": "a"}}
-    (first, back), _ = recorder.drain({"T1": cdp})
+    (_first, back), _ = recorder.drain({"T1": cdp})
     assert back.response.from_cache
     assert back.request.headers_source == "inferred"
     assert back.request.headers["sec-fetch-mode"] == "navigate"
