@@ -1,0 +1,95 @@
+"""The set-up makes the official WebArena evaluators importable and runnable on this machine.
+
+Checks what `environment.prepare()` promises third-party code: punkt_tab for the evaluators'
+tokenizer, the site variables read at import, and a real Playwright ``Page`` accepted by their
+beartype-checked signatures under the overridden beartype release.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cdp_integration import environment
+from cdp_integration.demo import DemoSite
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def page(demo_site: DemoSite) -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=environment.chromium_executable(),
+            args=list(environment.CHROMIUM_ARGS),
+            headless=True,
+        )
+        page = browser.new_page()
+        page.goto(demo_site.base_url + "/products/5")
+        yield page
+        browser.close()
+
+
+def write_config(tmp_path: Path, eval_types: list[str], **eval_fields: object) -> Path:
+    config = {
+        "task_id": 0,
+        "intent": "What is the price?",
+        "sites": ["shopping"],
+        "start_url": "",
+        "eval": {
+            "eval_types": eval_types,
+            "reference_answers": None,
+            "reference_url": "",
+            "program_html": [],
+            "url_note": "GOLD in PRED",
+            **eval_fields,
+        },
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def test_punkt_tab_tokenizes_english_sentences() -> None:
+    import nltk
+
+    text = "Mr. Smith paid $3.50 for the U.S. map. Then he left."
+    assert nltk.sent_tokenize(text) == ["Mr. Smith paid $3.50 for the U.S. map.", "Then he left."]
+
+
+@pytest.mark.parametrize(("answer", "expected"), [("$24.00", 1.0), ("24", 0.0)])
+def test_official_string_match_runs_with_a_real_page(
+    page: object, tmp_path: Path, answer: str, expected: float
+) -> None:
+    from webarena.evaluation_harness import evaluator_router
+
+    config = write_config(tmp_path, ["string_match"], reference_answers={"must_include": ["$24.00"]})
+    trajectory = [{}, {"action_type": 0, "answer": answer}]
+    assert evaluator_router(config)(trajectory, config, page, None) == expected
+
+
+def test_official_url_match_reads_the_live_url(page: object, tmp_path: Path, demo_site: DemoSite) -> None:
+    from webarena.evaluation_harness import evaluator_router
+
+    config = write_config(tmp_path, ["url_match"], reference_url=demo_site.base_url + "/products/5")
+    assert evaluator_router(config)([{}, {"answer": ""}], config, page, None) == 1.0
+    other = write_config(tmp_path, ["url_match"], reference_url=demo_site.base_url + "/products/6")
+    assert evaluator_router(other)([{}, {"answer": ""}], other, page, None) == 0.0
+
+
+def test_duck_typed_page_is_rejected_by_beartype(tmp_path: Path) -> None:
+    """Why replay must subclass Playwright's Page: the evaluators refuse anything else."""
+    from beartype.roar import BeartypeCallHintParamViolation
+    from webarena.evaluation_harness import evaluator_router
+
+    class DuckPage:
+        url = "http://127.0.0.1/"
+
+    config = write_config(tmp_path, ["url_match"], reference_url="http://127.0.0.1/")
+    with pytest.raises(BeartypeCallHintParamViolation):
+        evaluator_router(config)([{}, {"answer": ""}], config, DuckPage(), None)
