@@ -2,7 +2,7 @@
 
 Run::
 
-    .venv/bin/python benchmarks/capture_overhead.py [--steps N] [--big-steps M] [--rounds R] [--profile]
+    .venv/bin/python benchmarks/capture_overhead.py [--steps N] [--rounds R] [--profile] [--help]
 
 Everything runs in one process against an in-process ``DemoSite``:
 
@@ -10,7 +10,8 @@ Everything runs in one process against an in-process ``DemoSite``:
    without and with the logger attached (``auto_capture``) for R rounds after one discarded warm-up
    round; the order alternates per round to cancel drift. Step time is measured around ``env.step()``
    only (with the logger that includes the capture and the write).
-2. The same on the generated 10k-element page (``/big?n=10000``): scroll / noop / goto same page.
+2. The same on the generated 10k-element page (``/big?n=10000``): scroll / noop / goto same page
+   (``--big-rounds`` rounds, default 1: a BrowserGym step there takes ~3-4 s; no extra warm-up).
 3. Capture time per snapshot on a plain Playwright page (no BrowserGym), demo pages and the 10k page:
    wall time of ``capture_state_snapshot`` (capture + serialize + compress + write) and the logger's
    own ``capture_ms`` (which stops before the write).
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import shutil
 import statistics
 import sys
@@ -67,7 +69,6 @@ DEMO_EPISODE: list[tuple[str, ...]] = [
     ("goto", "/links"),
     ("click", "#same-tab-help"),
     ("go_back",),
-    ("goto", "/admin"),
 ]
 BIG_PATH = "/big?n=10000"
 BIG_EPISODE: list[tuple[str, ...]] = [
@@ -223,10 +224,11 @@ def compare(
     session_root: Path,
     progress: Callable[[str], None],
 ) -> Comparison:
-    """Round 0 (a short warm-up, discarded), then R rounds alternating which variant goes first."""
+    """Round 0 (a short warm-up of ``warmup_steps`` steps, discarded; none if 0), then R rounds
+    alternating which variant goes first."""
     comparison = Comparison(name)
     env.unwrapped.task_kwargs = {"start_url": site.base_url + start_path}
-    for round_no in range(rounds + 1):
+    for round_no in range(0 if warmup_steps else 1, rounds + 1):
         order = (False, True) if round_no % 2 == 0 else (True, False)
         steps = script[:warmup_steps] if round_no == 0 else script
         for logged in order:
@@ -414,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="measured demo rounds (plus a warm-up)")
     parser.add_argument("--big-rounds", type=int, default=1, help="measured 10k-page rounds (plus a warm-up)")
     parser.add_argument("--captures", type=int, default=3, help="plain-page passes over the demo pages")
-    parser.add_argument("--big-captures", type=int, default=10, help="plain-page captures of the 10k page")
+    parser.add_argument("--big-captures", type=int, default=8, help="plain-page captures of the 10k page")
     parser.add_argument("--profile", action="store_true", help="per-stage breakdown of one capture")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     args = parser.parse_args(argv)
@@ -435,6 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     import gymnasium as gym
 
     total_started = time.perf_counter()
+    load_before = os.getloadavg()[0]
     session_root = Path(tempfile.mkdtemp(prefix="cdp-bench-"))
     env = None
     try:
@@ -447,8 +450,10 @@ def main(argv: list[str] | None = None) -> int:
                 wait_for_user_message=False,
             )
             demo = compare(env, site, "demo", "/", demo_script, args.rounds, 2, session_root, progress)
+            # No separate warm-up here: the process, browser and site are warm from the demo rounds,
+            # and a 10k-page reset + step costs ~10 s per variant.
             big = compare(
-                env, site, "big-10k", BIG_PATH, big_script, args.big_rounds, 1, session_root, progress
+                env, site, "big-10k", BIG_PATH, big_script, args.big_rounds, 0, session_root, progress
             )
             env.close()
             env = None
@@ -470,8 +475,12 @@ def main(argv: list[str] | None = None) -> int:
     print("\n=== capture overhead benchmark ===")
     print(
         f"demo: {args.rounds} rounds x {len(demo_script)} steps; 10k page: {args.big_rounds} rounds x "
-        f"{len(big_script)} steps (+ a short warm-up round each, discarded); slow_mo=0, headless, "
+        f"{len(big_script)} steps (demo: + a 2-step warm-up round, discarded); slow_mo=0, headless, "
         "default logger options"
+    )
+    print(
+        f"host: {os.cpu_count()} CPUs, load average {load_before:.1f} at start, "
+        f"{os.getloadavg()[0]:.1f} at end (other processes skew the timings)"
     )
     _, demo_overhead = print_comparison(demo)
     print_comparison(big)

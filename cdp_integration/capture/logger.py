@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urldefrag
 
 from cdp_integration.capture import state
 from cdp_integration.capture.network import BodyPolicy, NetworkRecorder
@@ -387,14 +388,17 @@ class CDPSessionLogger:
             faults.append(_fault("network", exc))
             exchanges = []
         early, self._early = self._early, []
-        seen = {(e.request.method, e.request.url) for e in exchanges}
+        seen = {(e.request.method, urldefrag(e.request.url).url) for e in exchanges}
         for item in early:
             try:
                 exchange = self._exchange_from_playwright(item)
             except Exception as exc:
                 faults.append(_fault("network.early", exc))
                 continue
-            if exchange is not None and (exchange.request.method, exchange.request.url) not in seen:
+            if (
+                exchange is not None
+                and (exchange.request.method, urldefrag(exchange.request.url).url) not in seen
+            ):
                 exchanges.append(exchange)
         exchanges.sort(key=lambda e: e.started)
         return exchanges
@@ -432,6 +436,7 @@ class CDPSessionLogger:
                 redirect_url=redirect.url if redirect is not None else None,
                 mime_type=(response.all_headers().get("content-type", "").split(";")[0]),
             )
+        headers = request.all_headers()
         return NetworkExchange(
             request_id=f"pw-{uuid.uuid4().hex[:12]}",
             tab_id=tab.tab_id if tab else None,
@@ -441,7 +446,8 @@ class CDPSessionLogger:
             request=RequestInfo(
                 method=request.method,
                 url=request.url,
-                headers=request.all_headers(),
+                headers=headers,
+                headers_source="wire" if "sec-fetch-mode" in headers else "devtools",
                 post_data=request.post_data,
                 resource_type=request.resource_type.capitalize() if request.resource_type != "xhr" else "XHR",
             ),
@@ -502,15 +508,8 @@ class CDPSessionLogger:
         faults = self._pending_faults
         self._pending_faults = []
         leftover = self._drain_network(faults, final=True) if self._tabs else []
-        if leftover:
-            faults.append(
-                CaptureFault(
-                    stage="network",
-                    error_type="LateTraffic",
-                    message=f"{len(leftover)} requests finished after the last step",
-                )
-            )
         end = SessionEnd(
+            network=leftover,
             ended=time.time(),
             instance_id=instance_id,
             final_answer=final_answer,

@@ -205,6 +205,9 @@ class NetworkRecorder:
         remaining: list[tuple[str, str]] = []
         for key in self._order:
             chain = self._chains[key]
+            if not chain.hops and (final or chain.drains_waited >= 2):
+                del self._chains[key]  # extra-info of a request that started before we attached
+                continue
             if not self._ready(chain, final):
                 chain.drains_waited += 1
                 remaining.append(key)

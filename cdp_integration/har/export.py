@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from http.cookies import CookieError, SimpleCookie
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, urldefrag, urlsplit
 
 from cdp_integration.session.models import NetworkExchange
 from cdp_integration.session.store import Session
@@ -67,14 +67,17 @@ def exchange_to_har_entry(exchange: NetworkExchange, step: int) -> dict[str, Any
     """One HAR 1.2 entry for one request/response hop."""
     request, response = exchange.request, exchange.response
     http_version = _STATUS_HTTP_VERSION.get(response.protocol if response else "", "HTTP/1.1")
+    # HAR 1.2: "fragments are not included" (Playwright's HAR agrees); the session keeps the fragment,
+    # but WebArena-Verified compares it, so `/page#anchor` would not match an expected `/page`.
+    url = urldefrag(request.url).url
     har_request: dict[str, Any] = {
         "method": request.method,
-        "url": request.url,
+        "url": url,
         "httpVersion": http_version,
         "cookies": _request_cookies(request.headers),
         "headers": _header_list(request.headers),
         "queryString": [
-            {"name": k, "value": v} for k, v in parse_qsl(urlsplit(request.url).query, keep_blank_values=True)
+            {"name": k, "value": v} for k, v in parse_qsl(urlsplit(url).query, keep_blank_values=True)
         ],
         "headersSize": -1,
         "bodySize": len(request.post_data.encode()) if request.post_data is not None else 0,
@@ -145,14 +148,17 @@ def session_har_entries(
     session: Session, *, steps: range | None = None, include_evaluator: bool = False
 ) -> list[dict[str, Any]]:
     """The session's HAR entries in capture order, optionally for ``steps`` only."""
+    batches = [(step.index, step.network) for step in session.steps]
+    if session.end is not None and session.end.network and session.steps:
+        batches.append((session.steps[-1].index, session.end.network))  # finished after the last step
     entries = []
-    for step in session.steps:
-        if steps is not None and step.index not in steps:
+    for index, exchanges in batches:
+        if steps is not None and index not in steps:
             continue
-        for exchange in step.network:
+        for exchange in exchanges:
             if exchange.origin == "evaluator" and not include_evaluator:
                 continue
-            entries.append(exchange_to_har_entry(exchange, step.index))
+            entries.append(exchange_to_har_entry(exchange, index))
     return entries
 
 

@@ -184,5 +184,7 @@ class SessionEnd(_Record):
     final_answer: str | None = None
     rewards: list[float] = []
     """The live per-step rewards as the env reported them."""
+    network: list[NetworkExchange] = []
+    """Traffic that completed after the last step was captured (e.g. a final form POST)."""
     recorded_calls: list[RecordedCall] = []
     faults: list[CaptureFault] = []

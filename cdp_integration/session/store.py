@@ -131,16 +131,21 @@ class SessionWriter:
             for name in _TAB_BLOB_FIELDS:
                 if tab.get(name) is not None:
                     tab[name] = self._blob(tab[name])
-        for exchange in record["network"]:
-            response = exchange.get("response")
-            if response and response.get("body") is not None:
-                response["body"] = self._blob(response["body"])
+        self._externalize_bodies(record["network"])
         self._write({"type": "step", **record})
         return self.bytes_written - before
 
+    def _externalize_bodies(self, exchanges: list[dict[str, Any]]) -> None:
+        for exchange in exchanges:
+            response = exchange.get("response")
+            if response and response.get("body") is not None:
+                response["body"] = self._blob(response["body"])
+
     def finish(self, end: SessionEnd, final_path: Path) -> Path:
         """Write the end record, close the stream, fsync, and rename to ``final_path``."""
-        self._write({"type": "end", **end.model_dump(mode="json")})
+        record = end.model_dump(mode="json")
+        self._externalize_bodies(record["network"])
+        self._write({"type": "end", **record})
         tail = self._zip.flush(zlib.Z_FINISH)
         self._file.write(tail)
         self.bytes_written += len(tail)
@@ -198,6 +203,13 @@ def _resolve(value: Any, blobs: dict[str, Any], source: str) -> Any:
         except KeyError:
             raise SessionFormatError(f"{source}: reference to missing blob {value[_BLOB_KEY]}") from None
     return value
+
+
+def _resolve_bodies(record: dict[str, Any], blobs: dict[str, Any], source: str) -> None:
+    for exchange in record.get("network") or ():
+        response = exchange.get("response") if isinstance(exchange, dict) else None
+        if isinstance(response, dict):
+            response["body"] = _resolve(response.get("body"), blobs, source)
 
 
 def _one_line(exc: pydantic.ValidationError) -> str:
@@ -259,12 +271,10 @@ def load_session(path: str | os.PathLike[str]) -> Session:
                 if isinstance(tab, dict):
                     for name in _TAB_BLOB_FIELDS:
                         tab[name] = _resolve(tab.get(name), blobs, source)
-            for exchange in record.get("network") or ():
-                response = exchange.get("response") if isinstance(exchange, dict) else None
-                if isinstance(response, dict):
-                    response["body"] = _resolve(response.get("body"), blobs, source)
+            _resolve_bodies(record, blobs, source)
             steps.append(_parse(Step, record, source, number))
         elif kind == "end":
+            _resolve_bodies(record, blobs, source)
             end = _parse(SessionEnd, record, source, number)
         else:
             raise SessionFormatError(f"{source}: line {number}: unknown record type {kind!r}")

@@ -93,3 +93,17 @@ def test_public_names_are_unique_and_importable() -> None:
     )
     for name in cdp_integration.__all__:
         assert getattr(cdp_integration, name) is not None
+
+
+def test_traffic_finished_after_the_last_step_is_kept_in_the_har(tmp_path: Path) -> None:
+    from cdp_integration.har.export import session_har_entries
+    from cdp_integration.session import load_session
+
+    late = make_step(9, url="http://127.0.0.1/late-post").network[0]
+    writer = SessionWriter(tmp_path / "s.partial", new_header())
+    writer.write_step(make_step(0))
+    path = writer.finish(SessionEnd(ended=1.0, network=[late]), tmp_path / "s.session.jsonl.gz")
+    session = load_session(path)
+    assert session.end.network[0].response.body == "<html>9</html>"
+    entries = session_har_entries(session)
+    assert [(e["_step"], e["request"]["url"]) for e in entries][-1] == (0, "http://127.0.0.1/late-post")
