@@ -5,11 +5,36 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from playwright.sync_api import Browser, Playwright
 
 from cdp_integration import environment
 from cdp_integration.demo import DemoSite
 
 environment.prepare()
+
+
+@pytest.fixture(scope="session")
+def playwright() -> Playwright:
+    """The one Playwright driver of the test process.
+
+    BrowserGym starts a process-wide sync Playwright and never stops it; a second
+    ``sync_playwright()`` in the same thread then fails. Every test shares BrowserGym's.
+    """
+    import browsergym.core
+
+    return browsergym.core._get_global_playwright()
+
+
+@pytest.fixture(scope="module")
+def browser(playwright: Playwright) -> Iterator[Browser]:
+    """One headless system Chromium per test module."""
+    launched = playwright.chromium.launch(
+        executable_path=environment.chromium_executable(), args=list(environment.CHROMIUM_ARGS), headless=True
+    )
+    try:
+        yield launched
+    finally:
+        launched.close()
 
 
 @pytest.fixture(scope="session")

@@ -12,27 +12,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import Browser, Page
 
-from cdp_integration import environment
 from cdp_integration.demo import DemoSite
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def page(demo_site: DemoSite) -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=environment.chromium_executable(),
-            args=list(environment.CHROMIUM_ARGS),
-            headless=True,
-        )
-        page = browser.new_page()
-        page.goto(demo_site.base_url + "/products/5")
-        yield page
-        browser.close()
+def page(browser: Browser, demo_site: DemoSite) -> Iterator[Page]:
+    page = browser.new_page()
+    page.goto(demo_site.base_url + "/products/5")
+    yield page
+    page.close()
 
 
 def write_config(tmp_path: Path, eval_types: list[str], **eval_fields: object) -> Path:

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.integration
 
 environment.prepare()
 
-from playwright.sync_api import Browser, Page, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, Page  # noqa: E402
 from webarena_verified.api import WebArenaVerified  # noqa: E402
 from webarena_verified.types.config import WebArenaVerifiedConfig  # noqa: E402
 from webarena_verified.types.eval import EvalStatus, TaskEvalResult  # noqa: E402
@@ -47,23 +47,6 @@ NAVIGATE_ANSWER = {"task_type": "NAVIGATE", "status": "SUCCESS", "retrieved_data
 
 
 # -- fixtures ------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    pw = sync_playwright().start()
-    try:
-        launched = pw.chromium.launch(
-            executable_path=environment.chromium_executable(),
-            args=list(environment.CHROMIUM_ARGS),
-            headless=True,
-        )
-        try:
-            yield launched
-        finally:
-            launched.close()
-    finally:
-        pw.stop()
 
 
 class _StaticServer(ThreadingHTTPServer):
