@@ -17,8 +17,9 @@ Everything runs in one process against an in-process ``DemoSite``:
    own ``capture_ms`` (which stops before the write).
 4. Stored bytes per step of the logged demo episodes (growth of the ``*.partial`` file per step).
 
-Then the targets with PASS/MISS (exit status 1 if any is missed). ``--profile`` adds a per-stage breakdown of one capture (CDP calls
-timed individually on a plain page, plus the serialize/compress/write cost).
+Then the targets with PASS/MISS (exit status 1 if any is missed). ``--profile`` adds a per-stage
+breakdown of one capture (CDP calls timed individually on a plain page, plus the
+serialize/compress/write cost).
 """
 
 from __future__ import annotations

@@ -78,7 +78,8 @@ class CDPSessionLogger:
     """Records DOM, HTML, cookies, storage, tabs and network traffic after each step.
 
     ``session_dir`` defaults to ``$WEBARENA_CDP_SESSION_DIR`` (else ``./cdp_sessions``). Options:
-    ``dom`` (which tabs get DOMSnapshot + HTML), ``screenshot``, ``accessibility_tree``,
+    ``dom`` (which tabs get DOMSnapshot + HTML), ``reuse_observation_dom`` (store BrowserGym's own
+    per-step snapshot of the active tab instead of taking a second), ``screenshot``, ``accessibility_tree``,
     ``response_bodies`` (``documents``, ``all`` or ``none``), ``max_html_bytes``, ``compresslevel``.
     """
 
@@ -92,6 +93,7 @@ class CDPSessionLogger:
         accessibility_tree: bool = False,
         response_bodies: BodyPolicy = "documents",
         max_html_bytes: int = 20_000_000,
+        reuse_observation_dom: bool = True,
         compresslevel: int = 3,
         task: dict[str, Any] | None = None,
     ) -> None:
@@ -104,6 +106,7 @@ class CDPSessionLogger:
             "accessibility_tree": accessibility_tree,
             "response_bodies": response_bodies,
             "max_html_bytes": max_html_bytes,
+            "reuse_observation_dom": reuse_observation_dom,
             "compresslevel": compresslevel,
         }
         self.task: dict[str, Any] = dict(task or {})
@@ -164,18 +167,29 @@ class CDPSessionLogger:
             self.task.update(
                 {"env_id": getattr(env.spec, "id", None) if env.spec else None, "goal": _goal_text(core)}
             )
-            self.capture_state_snapshot("reset")
+            self.capture_state_snapshot("reset", observed_dom=self._observed_dom(result))
             return result
 
         def step(action: str, *args: Any, **kwargs: Any) -> Any:
             result = original_step(action, *args, **kwargs)
             reward = result[1] if isinstance(result, tuple) and len(result) > 1 else None
             self.capture_state_snapshot(
-                "action", action=action, reward=float(reward) if isinstance(reward, int | float) else None
+                "action",
+                action=action,
+                reward=float(reward) if isinstance(reward, int | float) else None,
+                observed_dom=self._observed_dom(result),
             )
             return result
 
         core.reset, core.step = reset, step
+
+    def _observed_dom(self, result: Any) -> dict[str, Any] | None:
+        """BrowserGym's own DOM snapshot of this step (with DOM rects), when reuse is on."""
+        if not self.options["reuse_observation_dom"] or not isinstance(result, tuple) or not result:
+            return None
+        obs = result[0]
+        dom = obs.get("dom_object") if isinstance(obs, dict) else None
+        return dom if isinstance(dom, dict) and "documents" in dom else None
 
     @contextlib.contextmanager
     def evaluation_phase(self) -> Iterator[None]:
@@ -226,14 +240,24 @@ class CDPSessionLogger:
     # -- capturing ---------------------------------------------------------------------------
 
     def capture_state_snapshot(
-        self, trigger: str, *, action: str | None = None, reward: float | None = None
+        self,
+        trigger: str,
+        *,
+        action: str | None = None,
+        reward: float | None = None,
+        observed_dom: dict[str, Any] | None = None,
     ) -> Step | None:
-        """Capture and append one step. Never raises; failures are recorded in the step."""
+        """Capture and append one step. Never raises; failures are recorded in the step.
+
+        ``observed_dom``: a ``DOMSnapshot.captureSnapshot`` of the active tab the caller took for
+        this same state (BrowserGym's ``obs["dom_object"]``); stored instead of taking another, which
+        on large pages is most of the capture's cost.
+        """
         started = time.perf_counter()
         faults: list[CaptureFault] = self._pending_faults
         self._pending_faults = []
         try:
-            step = self._capture(trigger, action, reward, faults, started)
+            step = self._capture(trigger, action, reward, faults, started, observed_dom)
         except Exception as exc:
             faults.append(_fault("capture", exc))
             step = Step(
@@ -290,6 +314,7 @@ class CDPSessionLogger:
         reward: float | None,
         faults: list[CaptureFault],
         started: float,
+        observed_dom: dict[str, Any] | None = None,
     ) -> Step:
         if self._active_page is not None:
             active_page = self._active_page()
@@ -300,7 +325,10 @@ class CDPSessionLogger:
         self._sync_tabs()
         tabs = self._live_tabs()
         active = self._current_active(tabs)
-        tab_states = [self._capture_tab(tab, tab is active, faults) for tab in tabs]
+        tab_states = [
+            self._capture_tab(tab, tab is active, faults, observed_dom if tab is active else None)
+            for tab in tabs
+        ]
         cookies: list[Cookie] = []
         local_storage: dict[str, dict[str, str]] = {}
         if active is not None:
@@ -327,7 +355,9 @@ class CDPSessionLogger:
             faults=faults,
         )
 
-    def _capture_tab(self, tab: _Tab, active: bool, faults: list[CaptureFault]) -> TabState:
+    def _capture_tab(
+        self, tab: _Tab, active: bool, faults: list[CaptureFault], observed_dom: dict[str, Any] | None = None
+    ) -> TabState:
         url, title = "", ""
         try:
             info = state.read_target_info(tab.cdp)
@@ -339,9 +369,11 @@ class CDPSessionLogger:
                 url, title = tab.page.url, tab.page.title()
             return TabState(tab_id=tab.tab_id, url=url, title=title, active=active)
         fields: dict[str, Any] = {}
+        if observed_dom is not None:
+            fields["dom_snapshot"], fields["dom_snapshot_source"] = observed_dom, "observation"
         if active or self.options["dom"] == "all_tabs":
             for name, read in (
-                ("dom_snapshot", lambda: state.read_dom_snapshot(tab.cdp)),
+                ("dom_snapshot", lambda: observed_dom or state.read_dom_snapshot(tab.cdp)),
                 ("html", lambda: state.read_html(tab.cdp, max_bytes=self.options["max_html_bytes"])),
             ):
                 try:

@@ -63,6 +63,9 @@ class TabState(_Record):
     active: bool
     html: str | None = None
     dom_snapshot: dict[str, Any] | None = None
+    dom_snapshot_source: Literal["cdp", "observation"] = "cdp"
+    """``observation``: the snapshot the agent's env took for its observation of this state (BrowserGym,
+    with its ``bid`` marker attributes), reused instead of taking a second one."""
     session_storage: dict[str, dict[str, str]] = {}
     screenshot_png: str | None = None
     """Base64 PNG, only with the ``screenshot`` option."""

@@ -50,6 +50,10 @@ def test_one_step_per_action_plus_reset(sessions: dict[str, Session]) -> None:
         assert [s.trigger for s in session.steps] == ["reset"] + ["action"] * len(episode.steps)
         assert all(not s.faults for s in session.steps), episode.id
         assert all(s.tabs and s.html and s.active_tab.dom_snapshot for s in session.steps)
+        # BrowserGym's own snapshot of the state the agent observed (its bid markers included) is reused
+        assert all(s.active_tab.dom_snapshot_source == "observation" for s in session.steps)
+        assert all("bid" in s.active_tab.dom_snapshot["strings"] for s in session.steps)
+        assert all(t.dom_snapshot_source == "cdp" for s in session.steps for t in s.tabs if not t.active)
 
 
 def test_login_post_redirect_cookie_and_wire_headers(
