@@ -72,6 +72,8 @@ class _EarlyRequest:
     request: Any
     seen: float
     origin: TrafficOrigin
+    response: Any = None
+    """Kept from Playwright's ``response`` event: still readable after the tab has closed."""
 
 
 class CDPSessionLogger:
@@ -113,7 +115,7 @@ class CDPSessionLogger:
         self._network = NetworkRecorder(bodies=response_bodies)
         self._tabs: dict[Any, _Tab] = {}
         self._contexts: list[Any] = []
-        self._early: list[_EarlyRequest] = []
+        self._early: dict[Any, _EarlyRequest] = {}
         self._primary_page: Any = None
         self._active_page: Callable[[], Any] | None = None
         self._final_answer: Callable[[], str | None] | None = None
@@ -206,6 +208,7 @@ class CDPSessionLogger:
         self._contexts.append(context)
         context.on("page", self._attach_tab_safely)
         context.on("request", self._on_request)
+        context.on("response", self._on_response)
         for page in list(context.pages):
             self._attach_tab_safely(page)
 
@@ -221,7 +224,7 @@ class CDPSessionLogger:
         cdp = page.context.new_cdp_session(page)
         tab_id = state.read_target_info(cdp)["targetId"]
         tab = _Tab(page=page, cdp=cdp, tab_id=tab_id, origin=self._origin)
-        self._network.listen(cdp, tab_id, lambda: tab.origin if tab.origin == "evaluator" else self._origin)
+        self._network.listen(cdp, tab_id, lambda: tab.origin)
         cdp.send("Network.enable", _NETWORK_BUFFERS)
         self._tabs[page] = tab
         if self._browser_version is None:
@@ -235,7 +238,12 @@ class CDPSessionLogger:
         except Exception:
             page = None
         if page is None or page not in self._tabs:
-            self._early.append(_EarlyRequest(request, time.time(), self._origin))
+            self._early[request] = _EarlyRequest(request, time.time(), self._origin)
+
+    def _on_response(self, response: Any) -> None:
+        item = self._early.get(response.request)
+        if item is not None:
+            item.response = response
 
     # -- capturing ---------------------------------------------------------------------------
 
@@ -419,7 +427,7 @@ class CDPSessionLogger:
         except Exception as exc:
             faults.append(_fault("network", exc))
             exchanges = []
-        early, self._early = self._early, []
+        early, self._early = list(self._early.values()), {}
         seen = {(e.request.method, urldefrag(e.request.url).url) for e in exchanges}
         for item in early:
             try:
@@ -444,9 +452,10 @@ class CDPSessionLogger:
         origin: TrafficOrigin = (
             "evaluator" if item.origin == "evaluator" or (tab and tab.origin == "evaluator") else "agent"
         )
-        response = request.response()
+        response = item.response
         response_info = None
         if response is not None:
+            response_headers = _first_working(response.all_headers, lambda: response.headers)
             redirect = request.redirected_to
             body: tuple[str | None, bool] = (None, False)
             if redirect is None and (
@@ -464,11 +473,11 @@ class CDPSessionLogger:
                 body_base64=body[1],
                 status=response.status,
                 status_text=response.status_text,
-                headers=response.all_headers(),
+                headers=response_headers,
                 redirect_url=redirect.url if redirect is not None else None,
-                mime_type=(response.all_headers().get("content-type", "").split(";")[0]),
+                mime_type=response_headers.get("content-type", "").split(";")[0],
             )
-        headers = request.all_headers()
+        headers = _first_working(request.all_headers, lambda: request.headers)
         return NetworkExchange(
             request_id=f"pw-{uuid.uuid4().hex[:12]}",
             tab_id=tab.tab_id if tab else None,
@@ -581,7 +590,16 @@ class CDPSessionLogger:
             with contextlib.suppress(Exception):
                 context.remove_listener("page", self._attach_tab_safely)
                 context.remove_listener("request", self._on_request)
+                context.remove_listener("response", self._on_response)
         self._contexts.clear()
+
+
+def _first_working(*getters: Callable[[], dict[str, str]]) -> dict[str, str]:
+    """Wire headers need a round trip that fails once the tab is closed; fall back to what is at hand."""
+    for getter in getters[:-1]:
+        with contextlib.suppress(Exception):
+            return getter()
+    return getters[-1]()
 
 
 def _goal_text(core: Any) -> str | None:
