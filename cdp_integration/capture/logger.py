@@ -148,8 +148,7 @@ class CDPSessionLogger:
         core = env.unwrapped
         self._active_page = lambda: core.page
         self._final_answer = lambda: _last_assistant_message(core)
-        if getattr(core, "task", None) is not None:
-            self.task.setdefault("goal", getattr(core, "goal_object", None) and _goal_text(core))
+        self.task.setdefault("goal", _goal_text(core))
         original_validate = core._task_validate
 
         def validate_as_evaluator() -> Any:
@@ -333,8 +332,11 @@ class CDPSessionLogger:
         self._sync_tabs()
         tabs = self._live_tabs()
         active = self._current_active(tabs)
+        origins = {tab.tab_id: self._origins(tab, faults) for tab in tabs}
         tab_states = [
-            self._capture_tab(tab, tab is active, faults, observed_dom if tab is active else None)
+            self._capture_tab(
+                tab, tab is active, origins[tab.tab_id], faults, observed_dom if tab is active else None
+            )
             for tab in tabs
         ]
         cookies: list[Cookie] = []
@@ -344,7 +346,7 @@ class CDPSessionLogger:
                 cookies = state.read_cookies(active.cdp)
             except Exception as exc:
                 faults.append(_fault("cookies", exc, active.tab_id))
-            local_storage = self._local_storage(tabs, faults)
+            local_storage = self._local_storage(tabs, origins, faults)
         network = self._drain_network(faults, final=False)
         current = next((t for t in tab_states if t.active), None)
         return Step(
@@ -363,8 +365,21 @@ class CDPSessionLogger:
             faults=faults,
         )
 
+    @staticmethod
+    def _origins(tab: _Tab, faults: list[CaptureFault]) -> list[str]:
+        try:
+            return state.read_origins(tab.cdp)
+        except Exception as exc:
+            faults.append(_fault("origins", exc, tab.tab_id))
+            return []
+
     def _capture_tab(
-        self, tab: _Tab, active: bool, faults: list[CaptureFault], observed_dom: dict[str, Any] | None = None
+        self,
+        tab: _Tab,
+        active: bool,
+        origins: list[str],
+        faults: list[CaptureFault],
+        observed_dom: dict[str, Any] | None = None,
     ) -> TabState:
         url, title = "", ""
         try:
@@ -376,9 +391,7 @@ class CDPSessionLogger:
             with contextlib.suppress(Exception):
                 url, title = tab.page.url, tab.page.title()
             return TabState(tab_id=tab.tab_id, url=url, title=title, active=active)
-        fields: dict[str, Any] = {}
-        if observed_dom is not None:
-            fields["dom_snapshot"], fields["dom_snapshot_source"] = observed_dom, "observation"
+        fields: dict[str, Any] = {"dom_snapshot_source": "observation" if observed_dom is not None else "cdp"}
         if active or self.options["dom"] == "all_tabs":
             for name, read in (
                 ("dom_snapshot", lambda: observed_dom or state.read_dom_snapshot(tab.cdp)),
@@ -400,7 +413,7 @@ class CDPSessionLogger:
                 faults.append(_fault("accessibility_tree", exc, tab.tab_id))
         session_storage: dict[str, dict[str, str]] = {}
         try:
-            for origin in state.read_origins(tab.cdp):
+            for origin in origins:
                 session_storage[origin] = state.read_storage(tab.cdp, origin, local=False)
         except Exception as exc:
             faults.append(_fault("session_storage", exc, tab.tab_id))
@@ -408,11 +421,15 @@ class CDPSessionLogger:
             tab_id=tab.tab_id, url=url, title=title, active=active, session_storage=session_storage, **fields
         )
 
-    def _local_storage(self, tabs: list[_Tab], faults: list[CaptureFault]) -> dict[str, dict[str, str]]:
+    @staticmethod
+    def _local_storage(
+        tabs: list[_Tab], origins: dict[str, list[str]], faults: list[CaptureFault]
+    ) -> dict[str, dict[str, str]]:
+        """localStorage is shared by a context's tabs: read each origin once, from the first tab having it."""
         result: dict[str, dict[str, str]] = {}
         for tab in tabs:
             try:
-                for origin in state.read_origins(tab.cdp):
+                for origin in origins[tab.tab_id]:
                     if origin not in result:
                         result[origin] = state.read_storage(tab.cdp, origin, local=True)
             except Exception as exc:
@@ -435,15 +452,12 @@ class CDPSessionLogger:
             except Exception as exc:
                 faults.append(_fault("network.early", exc))
                 continue
-            if (
-                exchange is not None
-                and (exchange.request.method, urldefrag(exchange.request.url).url) not in seen
-            ):
+            if (exchange.request.method, urldefrag(exchange.request.url).url) not in seen:
                 exchanges.append(exchange)
         exchanges.sort(key=lambda e: e.started)
         return exchanges
 
-    def _exchange_from_playwright(self, item: _EarlyRequest) -> NetworkExchange | None:
+    def _exchange_from_playwright(self, item: _EarlyRequest) -> NetworkExchange:
         request = item.request
         try:
             tab = self._tabs.get(request.frame.page)
@@ -455,7 +469,7 @@ class CDPSessionLogger:
         response = item.response
         response_info = None
         if response is not None:
-            response_headers = _first_working(response.all_headers, lambda: response.headers)
+            response_headers = _wire_or_provisional(response)
             redirect = request.redirected_to
             body: tuple[str | None, bool] = (None, False)
             if redirect is None and (
@@ -477,7 +491,7 @@ class CDPSessionLogger:
                 redirect_url=redirect.url if redirect is not None else None,
                 mime_type=response_headers.get("content-type", "").split(";")[0],
             )
-        headers = _first_working(request.all_headers, lambda: request.headers)
+        headers = _wire_or_provisional(request)
         return NetworkExchange(
             request_id=f"pw-{uuid.uuid4().hex[:12]}",
             tab_id=tab.tab_id if tab else None,
@@ -594,12 +608,14 @@ class CDPSessionLogger:
         self._contexts.clear()
 
 
-def _first_working(*getters: Callable[[], dict[str, str]]) -> dict[str, str]:
-    """Wire headers need a round trip that fails once the tab is closed; fall back to what is at hand."""
-    for getter in getters[:-1]:
-        with contextlib.suppress(Exception):
-            return getter()
-    return getters[-1]()
+def _wire_or_provisional(message: Any) -> dict[str, str]:
+    """A Playwright request's or response's wire headers; they need a round trip that fails once the
+    tab is closed, so fall back to the headers already at hand."""
+    try:
+        headers: dict[str, str] = message.all_headers()
+    except Exception:
+        headers = message.headers
+    return headers
 
 
 def _goal_text(core: Any) -> str | None:

@@ -18,7 +18,7 @@ from cdp_integration.session.store import Session
 
 __all__ = ["exchange_to_har_entry", "session_har_entries", "session_to_har"]
 
-_STATUS_HTTP_VERSION = {"h2": "HTTP/2", "h3": "HTTP/3", "http/1.0": "HTTP/1.0"}
+_HTTP_VERSIONS = {"h2": "HTTP/2", "h3": "HTTP/3", "http/1.0": "HTTP/1.0"}
 
 
 def _iso(seconds: float) -> str:
@@ -66,7 +66,7 @@ def _response_cookies(headers: dict[str, str]) -> list[dict[str, Any]]:
 def exchange_to_har_entry(exchange: NetworkExchange, step: int) -> dict[str, Any]:
     """One HAR 1.2 entry for one request/response hop."""
     request, response = exchange.request, exchange.response
-    http_version = _STATUS_HTTP_VERSION.get(response.protocol if response else "", "HTTP/1.1")
+    http_version = _HTTP_VERSIONS.get(response.protocol if response else "", "HTTP/1.1")
     # HAR 1.2: "fragments are not included" (Playwright's HAR agrees); the session keeps the fragment,
     # but WebArena-Verified compares it, so `/page#anchor` would not match an expected `/page`.
     url = urldefrag(request.url).url

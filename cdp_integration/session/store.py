@@ -41,6 +41,7 @@ __all__ = [
     "Session",
     "SessionWriter",
     "load_session",
+    "new_header",
 ]
 
 SESSION_SUFFIX = ".session.jsonl.gz"
