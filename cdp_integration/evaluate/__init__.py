@@ -1,0 +1,1 @@
+"""Offline scoring of captured episodes with the official evaluators (issue 3)."""
