@@ -24,10 +24,13 @@ from urllib.parse import urldefrag
 
 from cdp_integration.capture import state
 from cdp_integration.capture.network import BodyPolicy, NetworkRecorder
+from cdp_integration.capture.probes import EvaluationRecorder, build_trajectory, webarena_config_file
 from cdp_integration.errors import CaptureError, SessionFormatError
+from cdp_integration.evaluate.official import use_site_urls
 from cdp_integration.session.models import (
     CaptureFault,
     Cookie,
+    Evaluation,
     NetworkExchange,
     RequestInfo,
     ResponseInfo,
@@ -97,6 +100,7 @@ class CDPSessionLogger:
         max_html_bytes: int = 20_000_000,
         reuse_observation_dom: bool = True,
         compresslevel: int = 3,
+        record_evaluations: bool = True,
         task: dict[str, Any] | None = None,
     ) -> None:
         configured = session_dir or os.environ.get("WEBARENA_CDP_SESSION_DIR") or "cdp_sessions"
@@ -110,6 +114,7 @@ class CDPSessionLogger:
             "max_html_bytes": max_html_bytes,
             "reuse_observation_dom": reuse_observation_dom,
             "compresslevel": compresslevel,
+            "record_evaluations": record_evaluations,
         }
         self.task: dict[str, Any] = dict(task or {})
         self._network = NetworkRecorder(bodies=response_bodies)
@@ -126,6 +131,8 @@ class CDPSessionLogger:
         self._rewards: list[float] = []
         self._browser_version: str | None = None
         self._user_agent: str | None = None
+        self._pending_evaluation: Evaluation | None = None
+        self._probe: Evaluation | None = None
         self.steps_captured = 0
         self.last_step: Step | None = None
         self.saved_path: Path | None = None
@@ -153,7 +160,21 @@ class CDPSessionLogger:
 
         def validate_as_evaluator() -> Any:
             with self.evaluation_phase():
-                return original_validate()
+                task: Any = getattr(core, "task", None)
+                evaluator = getattr(task, "evaluator", None)
+                if evaluator is None or not self.options["record_evaluations"]:
+                    return original_validate()
+                messages = getattr(getattr(core, "chat", None), "messages", None) or []
+                recorder = EvaluationRecorder(
+                    "validate", chat_role=messages[-1].get("role") if messages else None
+                )
+                task.evaluator = recorder.wrap(evaluator)
+                try:
+                    return original_validate()
+                finally:
+                    task.evaluator = evaluator
+                    with contextlib.suppress(Exception):
+                        self._pending_evaluation = recorder.result()
 
         core._task_validate = validate_as_evaluator
         if getattr(core, "page", None) is not None:
@@ -168,6 +189,7 @@ class CDPSessionLogger:
             self.task.update(
                 {"env_id": getattr(env.spec, "id", None) if env.spec else None, "goal": _goal_text(core)}
             )
+            self.task.update(_webarena_task_facts(getattr(core, "task", None)))
             self.capture_state_snapshot("reset", observed_dom=self._observed_dom(result))
             return result
 
@@ -279,6 +301,9 @@ class CDPSessionLogger:
                 faults=faults,
                 capture_ms=round((time.perf_counter() - started) * 1000, 3),
             )
+        evaluation, self._pending_evaluation = self._pending_evaluation, None
+        if evaluation is not None:
+            step = step.model_copy(update={"evaluation": evaluation})
         if reward is not None:
             self._rewards.append(reward)
         self._append(step)
@@ -560,10 +585,17 @@ class CDPSessionLogger:
         if final_answer is None and self._final_answer is not None:
             with contextlib.suppress(Exception):
                 final_answer = self._final_answer()
+        if (
+            self._probe is None
+            and self.task.get("config")
+            and (self.last_step is None or self.last_step.evaluation is None)
+        ):
+            self.run_evaluation_probe(answer=final_answer)
         faults = self._pending_faults
         self._pending_faults = []
         leftover = self._drain_network(faults, final=True) if self._tabs else []
         end = SessionEnd(
+            probe=self._probe,
             network=leftover,
             ended=time.time(),
             instance_id=instance_id,
@@ -579,6 +611,38 @@ class CDPSessionLogger:
         except Exception as exc:
             raise CaptureError(f"cannot write session {final_path}: {exc}") from exc
         return self.saved_path
+
+    def run_evaluation_probe(
+        self, config: dict[str, Any] | None = None, *, answer: str | None = None
+    ) -> Evaluation | None:
+        """Run the official evaluator now, on the live final state, and record everything it asked.
+
+        ``config``: the task's WebArena config (default: the one learned from the env). The
+        trajectory is built as BrowserGym builds it: ``STOP`` with ``answer`` when there is one.
+        Stored in the session's end record; the outcome never raises (a failure is a fault).
+        """
+        config = config or self.task.get("config")
+        page = self._active_page() if self._active_page else self._primary_page
+        if not config or page is None:
+            return None
+        self.task["config"] = config
+        recorder = EvaluationRecorder("probe", chat_role="assistant" if answer is not None else None)
+        try:
+            from webarena.evaluation_harness.evaluators import evaluator_router
+
+            with contextlib.ExitStack() as stack:
+                stack.enter_context(self.evaluation_phase())
+                if self.task.get("site_urls"):
+                    stack.enter_context(use_site_urls(self.task["site_urls"]))
+                config_file = stack.enter_context(webarena_config_file(config))
+                evaluator = evaluator_router(config_file)
+                trajectory = build_trajectory(answer, stopped=answer is not None)
+                with contextlib.suppress(Exception):  # the evaluator's own error is in the record
+                    recorder.run(evaluator, trajectory, config_file, page, None)
+        except Exception as exc:
+            self._pending_faults.append(_fault("probe", exc))
+        self._probe = recorder.result()
+        return self._probe
 
     def _recover_writer(self) -> None:
         """After a failed write: rewrite what the broken partial file holds, plus the held-back steps."""
@@ -616,6 +680,22 @@ def _wire_or_provisional(message: Any) -> dict[str, str]:
     except Exception:
         headers = message.headers
     return headers
+
+
+def _webarena_task_facts(task: Any) -> dict[str, Any]:
+    """A BrowserGym WebArena task's config and site URLs, which offline scoring needs."""
+    facts: dict[str, Any] = {}
+    config = getattr(task, "config", None)
+    if isinstance(config, dict):
+        facts["config"] = config
+        facts["task_id"] = config.get("task_id")
+    instance: Any = getattr(task, "webarena_instance", None)
+    urls = getattr(instance, "urls", None)
+    if isinstance(urls, dict):
+        facts["site_urls"] = {name.upper(): url for name, url in urls.items()}
+        if getattr(instance, "home_url", None):
+            facts["site_urls"]["HOMEPAGE"] = instance.home_url
+    return facts
 
 
 def _goal_text(core: Any) -> str | None:

@@ -32,7 +32,9 @@ def skip_evaluator_sleep() -> Iterator[None]:
     """
     import webarena.evaluation_harness.evaluators as evaluators
 
-    quick = types.SimpleNamespace(**{name: getattr(time, name) for name in dir(time) if not name.startswith("__")})
+    quick = types.SimpleNamespace(
+        **{name: getattr(time, name) for name in dir(time) if not name.startswith("__")}
+    )
     quick.sleep = lambda seconds: None
     original = evaluators.time
     evaluators.time = quick  # type: ignore[assignment]

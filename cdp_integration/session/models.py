@@ -16,8 +16,10 @@ __all__ = [
     "FORMAT_VERSION",
     "CaptureFault",
     "Cookie",
+    "Evaluation",
+    "EvaluatorCall",
+    "HttpCall",
     "NetworkExchange",
-    "RecordedCall",
     "RequestInfo",
     "ResponseInfo",
     "SessionEnd",
@@ -129,15 +131,62 @@ class CaptureFault(_Record):
     tab_id: str | None = None
 
 
-class RecordedCall(_Record):
-    """One question asked of the live browser or a live service, with the answer it got."""
+class EvaluatorCall(_Record):
+    """One question the official evaluator asked of a page during a live run, with the answer it got.
 
-    kind: str
-    """``evaluate``, ``content``, ``goto``, ``http``, ``llm``, ..."""
-    key: dict[str, Any]
+    Replay looks calls up by ``(url, history, op, arg)``: the same expression can give another answer
+    after a ``prep_action`` ran on the same page, so the expressions evaluated since the page's last
+    navigation are part of the key.
+    """
+
+    page: int
+    """0 = the page handed to the evaluator; 1, 2, ... = pages it opened, in order."""
+    op: Literal["url", "title", "goto", "content", "evaluate", "close", "new_page"]
+    url: str
+    """The page's URL when asked."""
+    history: list[str] = []
+    arg: str | None = None
+    """``goto``: the URL; ``evaluate``: the expression."""
     result: Any = None
+    """``goto``: the URL after redirects; others: the value returned (JSON)."""
     error: str | None = None
-    step: int | None = None
+    """``"<ExceptionType>: <message>"`` when the call raised."""
+
+
+class HttpCall(_Record):
+    """One HTTP exchange made by evaluation code itself: WebArena's REST helpers, the LLM judge."""
+
+    client: Literal["requests", "httpx"]
+    method: str
+    url: str
+    request_body: str | None = None
+    status: int | None = None
+    response_headers: dict[str, str] = {}
+    response_body: str | None = None
+    error: str | None = None
+
+
+class Evaluation(_Record):
+    """A live run of the official evaluator, recorded so it can be replayed offline.
+
+    ``validate``: BrowserGym's per-step ``task.validate()`` (after the step's action, before the
+    capture). ``probe``: the logger's own end-of-episode run on the final state.
+    """
+
+    kind: Literal["validate", "probe"]
+    answer: str | None = None
+    """The answer in the trajectory handed to the evaluator (the last ``STOP`` action's)."""
+    action_type: str | None = None
+    """``STOP`` or ``NONE``, as BrowserGym built the trajectory."""
+    chat_role: str | None = None
+    """The role of the last chat message at that time (BrowserGym derives the trajectory from it)."""
+    score: float | None = None
+    error: str | None = None
+    calls: list[EvaluatorCall] = []
+    http: list[HttpCall] = []
+    pages: list[TabState] = []
+    """Pages the evaluator opened, captured before it closed them (for offline JavaScript)."""
+    duration_ms: float = 0.0
 
 
 class Step(_Record):
@@ -158,6 +207,8 @@ class Step(_Record):
     """The live per-step reward, when the capture ran inside an env that computed one."""
     capture_ms: float = 0.0
     faults: list[CaptureFault] = []
+    evaluation: Evaluation | None = None
+    """The live evaluator run that produced ``reward``, when it was recorded."""
 
     @property
     def active_tab(self) -> TabState | None:
@@ -189,5 +240,6 @@ class SessionEnd(_Record):
     """The live per-step rewards as the env reported them."""
     network: list[NetworkExchange] = []
     """Traffic that completed after the last step was captured (e.g. a final form POST)."""
-    recorded_calls: list[RecordedCall] = []
+    probe: Evaluation | None = None
+    """The end-of-episode evaluator run on the final state, when the last step had none."""
     faults: list[CaptureFault] = []

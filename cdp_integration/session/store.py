@@ -50,6 +50,8 @@ MAX_SESSION_BYTES = 2 * 1024**3
 """Decompressed size beyond which a file is refused (a decompression-bomb guard)."""
 
 _BLOB_KEY = "$blob"
+_INLINE_LIMIT = 1024
+"""Evaluator answers and judge responses longer than this are stored as blobs (page HTML repeats)."""
 _TAB_BLOB_FIELDS = ("html", "dom_snapshot", "screenshot_png", "ax_tree")
 
 
@@ -128,24 +130,19 @@ class SessionWriter:
         """Append one step; returns the compressed bytes it added to the file."""
         before = self.bytes_written
         record = step.model_dump(mode="json", by_alias=True)
-        for tab in record["tabs"]:
-            for name in _TAB_BLOB_FIELDS:
-                if tab.get(name) is not None:
-                    tab[name] = self._blob(tab[name])
-        self._externalize_bodies(record["network"])
+        _map_large_values(record, self._externalize)
         self._write({"type": "step", **record})
         return self.bytes_written - before
 
-    def _externalize_bodies(self, exchanges: list[dict[str, Any]]) -> None:
-        for exchange in exchanges:
-            response = exchange.get("response")
-            if response and response.get("body") is not None:
-                response["body"] = self._blob(response["body"])
+    def _externalize(self, value: Any, always: bool) -> Any:
+        if value is None or (not always and not (isinstance(value, str) and len(value) > _INLINE_LIMIT)):
+            return value
+        return self._blob(value)
 
     def finish(self, end: SessionEnd, final_path: Path) -> Path:
         """Write the end record, close the stream, fsync, and rename to ``final_path``."""
-        record = end.model_dump(mode="json")
-        self._externalize_bodies(record["network"])
+        record = end.model_dump(mode="json", by_alias=True)
+        _map_large_values(record, self._externalize)
         self._write({"type": "end", **record})
         tail = self._zip.flush(zlib.Z_FINISH)
         self._file.write(tail)
@@ -206,11 +203,36 @@ def _resolve(value: Any, blobs: dict[str, Any], source: str) -> Any:
     return value
 
 
-def _resolve_bodies(record: dict[str, Any], blobs: dict[str, Any], source: str) -> None:
+def _map_large_values(record: dict[str, Any], convert: Callable[[Any, bool], Any]) -> None:
+    """Apply ``convert(value, always)`` to every place a step or end record keeps a large value.
+
+    ``always``: the place holds bulk data (HTML, DOM snapshots, bodies) and is stored as a blob
+    whatever its size; otherwise only long strings are (evaluator answers, judge responses).
+    """
+
+    def tabs(items: Any) -> None:
+        for tab in items or ():
+            if isinstance(tab, dict):
+                for name in _TAB_BLOB_FIELDS:
+                    if name in tab:
+                        tab[name] = convert(tab[name], True)
+
+    tabs(record.get("tabs"))
     for exchange in record.get("network") or ():
         response = exchange.get("response") if isinstance(exchange, dict) else None
-        if isinstance(response, dict):
-            response["body"] = _resolve(response.get("body"), blobs, source)
+        if isinstance(response, dict) and "body" in response:
+            response["body"] = convert(response["body"], True)
+    for name in ("evaluation", "probe"):
+        evaluation = record.get(name)
+        if not isinstance(evaluation, dict):
+            continue
+        tabs(evaluation.get("pages"))
+        for call in evaluation.get("calls") or ():
+            if isinstance(call, dict) and "result" in call:
+                call["result"] = convert(call["result"], False)
+        for call in evaluation.get("http") or ():
+            if isinstance(call, dict) and "response_body" in call:
+                call["response_body"] = convert(call["response_body"], False)
 
 
 def _one_line(exc: pydantic.ValidationError) -> str:
@@ -268,14 +290,10 @@ def load_session(path: str | os.PathLike[str]) -> Session:
                 raise SessionFormatError(f"{source}: line {number}: malformed blob record")
             blobs[record["id"]] = record["data"]
         elif kind == "step":
-            for tab in record.get("tabs") or ():
-                if isinstance(tab, dict):
-                    for name in _TAB_BLOB_FIELDS:
-                        tab[name] = _resolve(tab.get(name), blobs, source)
-            _resolve_bodies(record, blobs, source)
+            _map_large_values(record, lambda value, _always: _resolve(value, blobs, source))
             steps.append(_parse(Step, record, source, number))
         elif kind == "end":
-            _resolve_bodies(record, blobs, source)
+            _map_large_values(record, lambda value, _always: _resolve(value, blobs, source))
             end = _parse(SessionEnd, record, source, number)
         else:
             raise SessionFormatError(f"{source}: line {number}: unknown record type {kind!r}")

@@ -1,0 +1,173 @@
+"""The offline DOM engine: a captured page loaded into a headless Chromium that cannot reach anything.
+
+A replayed document is the HTML captured at a step, served to a fresh page at its original URL (so
+``location``, relative links and same-origin storage behave), with the step's cookies and storage.
+The page's own scripts do not run: the captured HTML already is the DOM those scripts produced, and
+running them again would change it. ``page.evaluate`` still runs the caller's JavaScript.
+
+Nothing leaves the sandbox: every request of the page is routed; the document and any resource
+whose body the session holds are served from the session, everything else is aborted. Underneath,
+Chromium's proxy points at a closed port (loopback included) and host names resolve to nothing, so
+even traffic that escapes routing (WebSockets) fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urldefrag, urlsplit
+
+from cdp_integration import environment
+
+__all__ = ["OFFLINE_CHROMIUM_ARGS", "OfflineBrowser", "ReplayDocument", "offline_browser"]
+
+OFFLINE_CHROMIUM_ARGS: tuple[str, ...] = (
+    *environment.CHROMIUM_ARGS,
+    "--proxy-server=http://127.0.0.1:9",
+    "--proxy-bypass-list=<-loopback>",
+    "--host-resolver-rules=MAP * ~NOTFOUND",
+)
+"""Port 9 (discard) is closed; ``<-loopback>`` stops Chromium exempting 127.0.0.1 from the proxy."""
+
+
+@dataclass(frozen=True)
+class Resource:
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+
+@dataclass(frozen=True)
+class ReplayDocument:
+    """What a replayed page is made of."""
+
+    url: str
+    html: str
+    cookies: tuple[Mapping[str, Any], ...] = ()
+    """In Playwright's ``add_cookies`` form."""
+    local_storage: Mapping[str, str] = field(default_factory=dict)
+    session_storage: Mapping[str, str] = field(default_factory=dict)
+    resources: Mapping[str, Resource] = field(default_factory=dict)
+    """Bodies the session holds, by URL without fragment (iframes, fetched JSON, ...)."""
+
+
+class OfflineBrowser:
+    """One sandboxed headless Chromium for the process, started on first use."""
+
+    def __init__(self) -> None:
+        self._browser: Any = None
+        self._lock = threading.Lock()
+        self._idle: list[Any] = []
+        self._showing: dict[Any, ReplayDocument] = {}
+        self.blocked: list[str] = []
+        """URLs the sandbox refused, most recent last (bounded)."""
+
+    def _ensure(self) -> Any:
+        with self._lock:
+            if self._browser is None or not self._browser.is_connected():
+                import browsergym.core
+
+                environment.prepare()
+                # One sync Playwright per process: share BrowserGym's (a second one cannot start).
+                playwright = browsergym.core._get_global_playwright()
+                self._browser = playwright.chromium.launch(
+                    executable_path=environment.chromium_executable(),
+                    args=list(OFFLINE_CHROMIUM_ARGS),
+                    headless=True,
+                )
+            return self._browser
+
+    def open(self, document: ReplayDocument) -> Any:
+        """A page showing ``document``, alone in its browser context; hand it back with ``release``."""
+        page = self._idle.pop() if self._idle else None
+        if page is None:
+            # A context per page keeps cookies and storage apart; opening one costs a renderer
+            # process (~0.3 s), so released pages are wiped and reused.
+            context = self._ensure().new_context(java_script_enabled=False, service_workers="block")
+            page = context.new_page()
+            page.route("**/*", self._router(page))
+        self._showing[page] = document
+        try:
+            cookies = [dict(cookie) for cookie in document.cookies]
+            if cookies:
+                with contextlib.suppress(Exception):
+                    page.context.add_cookies(cookies)
+            if urlsplit(document.url).scheme in ("http", "https"):
+                page.goto(document.url, wait_until="domcontentloaded")
+            else:
+                page.set_content(document.html, wait_until="domcontentloaded")
+            if document.local_storage or document.session_storage:
+                page.evaluate(
+                    """([local, session]) => {
+                        for (const [k, v] of Object.entries(local)) localStorage.setItem(k, v);
+                        for (const [k, v] of Object.entries(session)) sessionStorage.setItem(k, v);
+                    }""",
+                    [dict(document.local_storage), dict(document.session_storage)],
+                )
+            return page
+        except Exception:
+            self._showing.pop(page, None)
+            with contextlib.suppress(Exception):
+                page.context.close()
+            raise
+
+    def release(self, page: Any) -> None:
+        """Wipe ``page``'s context (storage, cookies, routes) and keep it for the next ``open``."""
+        try:
+            if page.is_closed() or len(self._idle) >= _IDLE_PAGES:
+                raise RuntimeError("not reusable")
+            with contextlib.suppress(Exception):
+                page.evaluate("() => { localStorage.clear(); sessionStorage.clear(); }")
+            page.context.clear_cookies()
+            self._showing.pop(page, None)  # stray requests of the old document are now refused
+            self._idle.append(page)
+        except Exception:
+            self._showing.pop(page, None)
+            with contextlib.suppress(Exception):
+                page.context.close()
+
+    def _router(self, page: Any) -> Any:
+        return lambda route: self._serve(route, self._showing.get(page))
+
+    def _serve(self, route: Any, document: ReplayDocument | None) -> None:
+        request = route.request
+        if document is None:  # about:blank between two uses
+            route.abort("blockedbyclient")
+            return
+        url = urldefrag(request.url)[0]
+        if (
+            request.is_navigation_request()
+            and request.frame.parent_frame is None
+            and url == urldefrag(document.url)[0]
+        ):
+            route.fulfill(status=200, content_type="text/html; charset=utf-8", body=document.html)
+            return
+        resource = document.resources.get(url)
+        if resource is not None and request.method == "GET":
+            route.fulfill(status=resource.status, headers=dict(resource.headers), body=resource.body)
+            return
+        self.blocked.append(request.url)
+        del self.blocked[:-100]
+        route.abort("blockedbyclient")
+
+    def close(self) -> None:
+        with self._lock:
+            self._idle.clear()
+            self._showing.clear()
+            if self._browser is not None:
+                with contextlib.suppress(Exception):
+                    self._browser.close()
+                self._browser = None
+
+
+_IDLE_PAGES = 4
+
+_shared = OfflineBrowser()
+
+
+def offline_browser() -> OfflineBrowser:
+    """The process-wide sandboxed browser replayed pages use."""
+    return _shared

@@ -1,0 +1,435 @@
+"""``MockPage`` and ``MockBrowserContext``: a captured step behind Playwright's own types.
+
+The official evaluators are beartype-checked against ``playwright.sync_api.Page``; these classes
+subclass Playwright's ``Page`` and ``BrowserContext`` (without a live connection behind them), so the
+unmodified evaluators accept them. They answer, in order of preference:
+
+1. the live evaluator's recorded answer to the same question (same URL, same expressions already
+   run on the page since its navigation, same operation and argument);
+2. the captured state: a tab of the step at that URL, or a page the live evaluator opened and the
+   logger snapshotted, with JavaScript run in the sandboxed offline browser (``replay.offline``);
+3. otherwise a ``ReplayMissError`` that names the question and the closest recorded entries.
+
+Any other Playwright method raises ``ReplayMissError`` naming it: replayed pages are read-only views.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urldefrag, urlsplit
+
+from playwright.sync_api import BrowserContext, Error, Locator, Page
+
+from cdp_integration.errors import ReplayMissError
+from cdp_integration.replay.offline import ReplayDocument, Resource, offline_browser
+from cdp_integration.replay.recorded import CallBook, nearest
+from cdp_integration.session.models import Cookie, Evaluation, EvaluatorCall, TabState
+
+if TYPE_CHECKING:
+    from cdp_integration.session.store import Session
+
+__all__ = ["MockBrowserContext", "MockLocator", "MockPage"]
+
+Timeout = float | datetime.timedelta | None
+
+
+def _unsupported(kind: str) -> ReplayMissError:
+    caller = sys._getframe(2).f_code.co_name
+    return ReplayMissError(
+        f"{kind}.{caller} is not available on a replayed page (it is a read-only view of a captured step); "
+        "supported: url, title, content, evaluate, goto, locator, context, close, wait_for_load_state, screenshot"
+    )
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}" if parts.scheme in ("http", "https") else ""
+
+
+def _same_document(a: str, b: str) -> bool:
+    return urldefrag(a)[0] == urldefrag(b)[0]
+
+
+def _playwright_cookie(cookie: Cookie) -> dict[str, Any]:
+    same_site = (cookie.same_site or "Lax").capitalize()
+    return {
+        "name": cookie.name,
+        "value": cookie.value,
+        "domain": cookie.domain,
+        "path": cookie.path,
+        "expires": cookie.expires,
+        "httpOnly": cookie.http_only,
+        "secure": cookie.secure,
+        "sameSite": same_site if same_site in ("Strict", "Lax", "None") else "Lax",
+    }
+
+
+def _cookie_matches(cookie: Cookie, url: str) -> bool:
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    domain = cookie.domain.lstrip(".")
+    return (host == domain or host.endswith("." + domain)) and (parts.path or "/").startswith(cookie.path)
+
+
+class MockBrowserContext(BrowserContext):
+    """The tabs, cookies and storage of one captured step, plus the pages an evaluator opens."""
+
+    def __init__(
+        self, session: Session, step: int = -1, *, evaluation: Evaluation | str | None = "auto"
+    ) -> None:
+        # Deliberately not calling BrowserContext.__init__: there is no live context behind this one.
+        if not session.steps:
+            raise ReplayMissError(f"{session.path}: the session has no captured step to replay")
+        count = len(session.steps)
+        index = step + count if step < 0 else step
+        if not 0 <= index < count:
+            raise ReplayMissError(f"{session.path}: no step {step} (the session has steps 0..{count - 1})")
+        self._session = session
+        self.step = session.steps[index]
+        if evaluation == "auto":
+            evaluation = self.step.evaluation
+            if evaluation is None and index == count - 1 and session.end is not None:
+                evaluation = session.end.probe
+        self.evaluation: Evaluation | None = evaluation if isinstance(evaluation, Evaluation) else None
+        self.calls = CallBook(self.evaluation.calls if self.evaluation else ())
+        self._resources: dict[str, Resource] | None = None
+        self._opened = 0
+        self.misses: list[str] = []
+        """Questions no recording or captured page could answer (evaluators may swallow the error)."""
+        self._pages: list[MockPage] = [
+            MockPage(self, url=tab.url, tab=tab, index=0 if tab is self.step.active_tab else -1)
+            for tab in self.step.tabs
+        ]
+        if not self._pages:
+            self._pages.append(MockPage(self, url=self.step.url or "about:blank", tab=None, index=0))
+
+    @property
+    def _impl_obj(self) -> Any:  # type: ignore[override]
+        raise _unsupported("BrowserContext")
+
+    def __repr__(self) -> str:
+        return f"<MockBrowserContext step={self.step.index} pages={len(self._pages)}>"
+
+    # -- what the evaluators use ---------------------------------------------------------------
+
+    @property
+    def pages(self) -> list[Page]:
+        return list(self._pages)
+
+    @property
+    def active_page(self) -> MockPage:
+        return next((page for page in self._pages if page.index == 0), self._pages[0])
+
+    def new_page(self) -> MockPage:
+        self._opened += 1
+        page = MockPage(self, url="about:blank", tab=None, index=self._opened)
+        self._pages.append(page)
+        return page
+
+    def cookies(self, urls: str | Sequence[str] | None = None) -> list[Any]:
+        wanted = [urls] if isinstance(urls, str) else list(urls or [])
+        return [
+            _playwright_cookie(cookie)
+            for cookie in self.step.cookies
+            if not wanted or any(_cookie_matches(cookie, url) for url in wanted)
+        ]
+
+    def storage_state(self, **options: Any) -> Any:  # type: ignore[override]
+        return {
+            "cookies": self.cookies(),
+            "origins": [
+                {"origin": origin, "localStorage": [{"name": k, "value": v} for k, v in items.items()]}
+                for origin, items in self.step.local_storage.items()
+            ],
+        }
+
+    def close(self, *, reason: str | None = None) -> None:
+        for page in list(self._pages):
+            page.close()
+
+    # -- documents ---------------------------------------------------------------------------
+
+    def _session_resources(self) -> dict[str, Resource]:
+        """Bodies of the GET responses captured up to this step (latest wins), by URL."""
+        if self._resources is None:
+            found: dict[str, Resource] = {}
+            for step in self._session.steps[: self.step.index + 1]:
+                for exchange in step.network:
+                    response = exchange.response
+                    if exchange.request.method != "GET" or response is None or response.status >= 300:
+                        continue
+                    if response.body is None:
+                        continue
+                    body = (
+                        base64.b64decode(response.body)
+                        if response.body_base64
+                        else response.body.encode("utf-8")
+                    )
+                    headers = {"content-type": response.mime_type or "application/octet-stream"}
+                    found[urldefrag(exchange.request.url)[0]] = Resource(response.status, headers, body)
+            self._resources = found
+        return self._resources
+
+    def document(self, url: str, tab: TabState | None = None) -> ReplayDocument | None:
+        """The captured page for ``url``: ``tab``, a tab of this step, or an evaluator snapshot."""
+        if tab is None or tab.html is None:
+            candidates = [t for t in self.step.tabs if t.html is not None and _same_document(t.url, url)]
+            if self.evaluation:
+                candidates += [
+                    p for p in self.evaluation.pages if p.html is not None and _same_document(p.url, url)
+                ]
+            tab = candidates[0] if candidates else None
+        if tab is None or tab.html is None:
+            return None
+        origin = _origin(url)
+        return ReplayDocument(
+            url=url,
+            html=tab.html,
+            cookies=tuple(_playwright_cookie(c) for c in self.step.cookies if _cookie_matches(c, url)),
+            local_storage=dict(self.step.local_storage.get(origin, {})),
+            session_storage=dict(tab.session_storage.get(origin, {})),
+            resources=self._session_resources(),
+        )
+
+    def known_urls(self) -> list[str]:
+        urls = [t.url for t in self.step.tabs]
+        if self.evaluation:
+            urls += [p.url for p in self.evaluation.pages]
+        return urls + self.calls.urls()
+
+    def _forget(self, page: MockPage) -> None:
+        with contextlib.suppress(ValueError):
+            self._pages.remove(page)
+
+
+class MockPage(Page):
+    """One tab of a captured step (or a page an evaluator opened offline), as a Playwright ``Page``."""
+
+    def __init__(self, context: MockBrowserContext, *, url: str, tab: TabState | None, index: int) -> None:
+        # Deliberately not calling Page.__init__: there is no live page behind this one.
+        self._context = context
+        self._url = url
+        self._tab = tab
+        self.index = index
+        """0: the page an evaluator is handed; 1, 2, ...: pages it opened; -1: other tabs."""
+        self._history: list[str] = []
+        self._document: ReplayDocument | bool | None = False  # False: not looked up yet
+        self._offline: Any = None
+        self._offline_ran = 0
+        self._closed = False
+
+    @classmethod
+    def from_session(
+        cls, session: Session, step: int = -1, *, evaluation: Evaluation | str | None = "auto"
+    ) -> MockPage:
+        """The active tab of ``session.steps[step]``, answering with that step's recorded evaluation
+        (``"auto"``: the step's own, or the end-of-episode probe for the last step)."""
+        return MockBrowserContext(session, step, evaluation=evaluation).active_page
+
+    @property
+    def _impl_obj(self) -> Any:  # type: ignore[override]
+        raise _unsupported("Page")
+
+    def __repr__(self) -> str:
+        return f"<MockPage url={self._url!r} step={self._context.step.index}>"
+
+    # -- recorded answers --------------------------------------------------------------------
+
+    def _recorded(self, op: str, arg: str | None = None) -> EvaluatorCall | None:
+        return self._context.calls.answer(self._url, self._history, op, arg)
+
+    @staticmethod
+    def _replay_outcome(call: EvaluatorCall) -> Any:
+        if call.error is not None:
+            raise Error(call.error)
+        return call.result
+
+    def _captured(self) -> ReplayDocument | None:
+        if self._document is False:
+            self._document = self._context.document(self._url, self._tab)
+        return self._document if isinstance(self._document, ReplayDocument) else None
+
+    def _miss(self, op: str, arg: str | None = None) -> ReplayMissError:
+        asked = f"{op}({arg!r})" if arg is not None else f"{op}()"
+        known = nearest(self._url, self._context.known_urls())
+        closest = self._context.calls.describe(op, self._url, arg)
+        error = ReplayMissError(
+            f"{asked} on {self._url} (step {self._context.step.index}): no recorded answer and no captured page "
+            f"at this URL; captured pages: {', '.join(known) or 'none'}; closest recorded calls: "
+            f"{'; '.join(closest) or 'none'}"
+        )
+        self._context.misses.append(str(error))
+        return error
+
+    def _offline_page(self, op: str, arg: str | None) -> Any:
+        """The sandboxed replay of this page, brought up to date with the expressions run so far."""
+        document = self._captured()
+        if document is None:
+            raise self._miss(op, arg)
+        if self._offline is None:
+            self._offline = offline_browser().open(document)
+            self._offline_ran = 0
+        for expression in self._history[self._offline_ran :]:
+            with contextlib.suppress(Exception):
+                self._offline.evaluate(expression)
+        self._offline_ran = len(self._history)
+        return self._offline
+
+    def _drop_offline(self) -> None:
+        if self._offline is not None:
+            offline_browser().release(self._offline)
+            self._offline = None
+
+    # -- the Page surface the evaluators use --------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    @property
+    def context(self) -> MockBrowserContext:
+        return self._context
+
+    def is_closed(self) -> bool:
+        return self._closed
+
+    def title(self) -> str:
+        call = self._recorded("title")
+        if call is not None:
+            return str(self._replay_outcome(call))
+        if self._tab is not None and _same_document(self._tab.url, self._url):
+            return self._tab.title
+        return str(self._offline_page("title", None).title())
+
+    def content(self, *, include_shadow: bool | None = None) -> str:
+        call = self._recorded("content")
+        if call is not None:
+            return str(self._replay_outcome(call))
+        if not self._history:
+            document = self._captured()
+            if document is None:
+                raise self._miss("content")
+            return document.html
+        return str(self._offline_page("content", None).content())
+
+    def evaluate(self, expression: str, arg: Any = None) -> Any:
+        call = self._recorded("evaluate", expression) if arg is None else None
+        if call is not None:
+            self._history.append(expression)
+            return self._replay_outcome(call)
+        page = self._offline_page("evaluate", expression)
+        self._history.append(expression)
+        self._offline_ran += 1
+        return page.evaluate(expression, arg)
+
+    def goto(
+        self,
+        url: str,
+        *,
+        timeout: Timeout = None,
+        wait_until: Any = None,
+        referer: str | None = None,
+    ) -> None:
+        call = self._context.calls.answer(self._url, (), "goto", url)
+        if call is not None and call.error is not None:
+            raise Error(call.error)
+        self._url = str(call.result) if call is not None and call.result else url
+        self._history = []
+        self._tab = None
+        self._document = False
+        self._drop_offline()
+        return None
+
+    def wait_for_load_state(self, state: Any = None, *, timeout: Timeout = None) -> None:
+        return None
+
+    def wait_for_timeout(self, timeout: float | datetime.timedelta) -> None:
+        return None
+
+    def bring_to_front(self) -> None:
+        return None
+
+    def set_default_timeout(self, timeout: float | datetime.timedelta) -> None:
+        return None
+
+    def set_default_navigation_timeout(self, timeout: float | datetime.timedelta) -> None:
+        return None
+
+    def close(self, *, run_before_unload: bool | None = None, reason: str | None = None) -> None:
+        self._closed = True
+        self._drop_offline()
+        self._context._forget(self)
+
+    def locator(self, selector: str, **kwargs: Any) -> MockLocator:
+        if kwargs:
+            raise ReplayMissError(
+                f"locator({selector!r}, {', '.join(kwargs)}=...): only a selector is supported offline"
+            )
+        return MockLocator(self, selector)
+
+    def inner_text(self, selector: str, *, strict: bool | None = None, timeout: Timeout = None) -> str:
+        return self.locator(selector).inner_text()
+
+    def text_content(
+        self, selector: str, *, strict: bool | None = None, timeout: Timeout = None
+    ) -> str | None:
+        return self.locator(selector).text_content()
+
+    def screenshot(self, **kwargs: Any) -> bytes:
+        if self._tab is not None and self._tab.screenshot_png and _same_document(self._tab.url, self._url):
+            return base64.b64decode(self._tab.screenshot_png)
+        raise ReplayMissError(
+            f"screenshot() on {self._url}: no screenshot was captured for this page "
+            "(capture with CDPSessionLogger(screenshot=True))"
+        )
+
+
+class MockLocator(Locator):
+    """A selector on a replayed page, resolved in the offline browser (Playwright selector syntax)."""
+
+    def __init__(self, page: MockPage, selector: str) -> None:
+        self._page = page
+        self._selector = selector
+
+    @property
+    def _impl_obj(self) -> Any:  # type: ignore[override]
+        raise _unsupported("Locator")
+
+    def __repr__(self) -> str:
+        return f"<MockLocator selector={self._selector!r} url={self._page.url!r}>"
+
+    def _live(self) -> Locator:
+        return self._page._offline_page("locator", self._selector).locator(self._selector)
+
+    @property
+    def page(self) -> MockPage:
+        return self._page
+
+    def count(self) -> int:
+        return self._live().count()
+
+    def inner_text(self, *, timeout: Timeout = None) -> str:
+        return self._live().inner_text(timeout=timeout if timeout is not None else 1000.0)
+
+    def text_content(self, *, timeout: Timeout = None) -> str | None:
+        return self._live().text_content(timeout=timeout if timeout is not None else 1000.0)
+
+    def inner_html(self, *, timeout: Timeout = None) -> str:
+        return self._live().inner_html(timeout=timeout if timeout is not None else 1000.0)
+
+    def get_attribute(self, name: str, *, timeout: Timeout = None) -> str | None:
+        return self._live().get_attribute(name, timeout=timeout if timeout is not None else 1000.0)
+
+    def all_inner_texts(self) -> list[str]:
+        return self._live().all_inner_texts()
+
+    def all_text_contents(self) -> list[str]:
+        return self._live().all_text_contents()
+
+    def is_visible(self, *, timeout: Timeout = None) -> bool:
+        return self._live().is_visible()
