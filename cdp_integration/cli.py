@@ -12,7 +12,9 @@ from typing import Any
 import click
 import orjson
 
+from cdp_integration.debug.commands import register_debug_commands
 from cdp_integration.errors import CDPIntegrationError
+from cdp_integration.evaluate.command import register_eval_command
 from cdp_integration.session.store import Session, load_session
 
 __all__ = ["cli", "main"]
@@ -131,35 +133,36 @@ def schema(output: Path | None) -> None:
     show_default=True,
     help="Directory for the captured sessions.",
 )
-@click.option("--episode", "episode_ids", multiple=True, help="Only these episode ids (default: all).")
+@click.option("--task", "task_ids", type=int, multiple=True, help="Only these demo task ids (default: all).")
+@click.option(
+    "--trajectory",
+    "trajectories",
+    type=click.Choice(["success", "failure"]),
+    multiple=True,
+    help="Only these scripted trajectories (default: both).",
+)
 @click.option("--headed", is_flag=True, help="Show the browser window.")
-def demo(output: Path, episode_ids: tuple[str, ...], headed: bool) -> None:
-    """Run the bundled demo: scripted episodes on the demo shop, captured; then show one session."""
-    from cdp_integration import environment
-    from cdp_integration.demo import DemoSite
-    from cdp_integration.demo.agent import load_episodes, run_episode
+def demo(output: Path, task_ids: tuple[int, ...], trajectories: tuple[str, ...], headed: bool) -> None:
+    """The main job on the bundled demo shop: play the WebArena-format demo tasks live (official
+    evaluator in BrowserGym) with capture on, stop the shop, score every session file offline, and
+    print live vs offline scores. Exit 1 if any differ."""
+    from cdp_integration.demo.job import format_results, run_demo_job
 
-    environment.prepare()
-    episodes = [e for e in load_episodes() if not episode_ids or e.id in episode_ids]
-    if not episodes:
-        raise click.BadParameter(f"no episode matches {', '.join(episode_ids)}", param_hint="--episode")
-    sessions_dir = output / "sessions"
-    paths: list[Path] = []
-    with DemoSite() as site:
-        click.echo(f"demo site at {site.base_url}; capturing {len(episodes)} episodes into {sessions_dir}")
-        for episode in episodes:
-            site.reset()
-            path = run_episode(episode, site.base_url, sessions_dir, headless=not headed)
-            session = load_session(path)
-            faults = sum(len(step.faults) for step in session.steps)
-            click.echo(
-                f"  {episode.id:<32} {len(session.steps):>3} steps  {path.stat().st_size:>8,} bytes  "
-                f"{faults} capture faults  answer={session.final_answer!r}"
-            )
-            paths.append(path)
-    click.echo("")
-    click.get_current_context().invoke(info, session_path=paths[0])
+    results = run_demo_job(
+        output,
+        task_ids=task_ids,
+        trajectories=trajectories or ("success", "failure"),
+        headless=not headed,
+        echo=click.echo,
+    )
+    click.echo(format_results(results))
+    if not all(result.match for result in results):
+        sys.exit(1)
 
 
 def main() -> None:
     cli(prog_name="cdp-session")
+
+
+register_eval_command(cli)
+register_debug_commands(cli)

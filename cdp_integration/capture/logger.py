@@ -706,7 +706,11 @@ def _goal_text(core: Any) -> str | None:
 
 
 def _last_assistant_message(core: Any) -> str | None:
+    """The agent's answer: the last chat message when the agent wrote it.
+
+    BrowserGym opens every chat with its own assistant greeting; that one is not an answer.
+    """
     messages = getattr(getattr(core, "chat", None), "messages", None) or []
-    if messages and messages[-1].get("role") == "assistant":
+    if len(messages) > 1 and messages[-1].get("role") == "assistant":
         return str(messages[-1].get("message"))
     return None

@@ -2,8 +2,9 @@
 
 A step is ``[verb, target, value?]`` with CSS selectors instead of BrowserGym ids; the agent looks up
 the element's ``bid`` on the live page when the step runs, as a real agent would read it off the page.
-Verbs: ``goto PATH``, ``click SEL``, ``fill SEL TEXT``, ``press SEL KEY``, ``go_back``, ``tab_focus N``,
-``noop``, ``answer TEXT|SEL`` (a selector answers with the element's text).
+Verbs: ``goto PATH``, ``click SEL``, ``fill SEL TEXT``, ``select SEL OPTION``, ``press SEL KEY``,
+``go_back``, ``tab_focus N``, ``noop``, ``answer TEXT|SEL`` (a selector, i.e. text starting with ``#`` or
+``.``, answers with the element's text).
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from typing import Any
 
 from cdp_integration.errors import CaptureError
 
-__all__ = ["Episode", "load_episodes", "run_episode", "to_browsergym_action"]
+__all__ = ["VERBS", "Episode", "load_episodes", "run_episode", "to_browsergym_action"]
+
+VERBS = frozenset({"goto", "click", "fill", "select", "press", "go_back", "tab_focus", "noop", "answer"})
+"""The scripted step verbs `to_browsergym_action` understands."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,8 @@ def to_browsergym_action(step: tuple[str, ...], page: Any, base_url: str) -> str
         return f"click({_bid(page, args[0])!r})"
     if verb == "fill":
         return f"fill({_bid(page, args[0])!r}, {args[1]!r})"
+    if verb == "select":
+        return f"select_option({_bid(page, args[0])!r}, {args[1]!r})"
     if verb == "press":
         return f"press({_bid(page, args[0])!r}, {args[1]!r})"
     if verb == "go_back":

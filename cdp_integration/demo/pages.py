@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from html import escape
 from urllib.parse import urlencode
 
-from cdp_integration.demo.state import Order, Product, Review, User
+from cdp_integration.demo.state import Comment, ForumPost, Order, Product, Review, User
 
 STYLE_CSS = """\
 body { font-family: system-ui, sans-serif; margin: 0; color: #222; }
@@ -73,6 +73,7 @@ def layout(title: str, body: str, user: User | None) -> str:
 <a id="nav-products" href="/products">Products</a> <a id="nav-search" href="/search">Search</a>
 <a id="nav-cart" href="/cart">Cart</a> <a id="nav-orders" href="/orders">My Orders</a>
 <a id="nav-account" href="/account">My Account</a> <a id="nav-feed" href="/feed">Feed</a>
+<a id="nav-forums" href="/forums">Forums</a>
 {admin} {who}
 </nav></header>
 <main id="content">
@@ -127,6 +128,21 @@ def login_page(next_path: str, error: str = "", username: str = "") -> str:
     return layout("Customer Login", body, None)
 
 
+def customer_login_page(error: str = "") -> str:
+    """Magento's customer sign-in form: the labels and button WebArena's ``ui_login`` looks for."""
+    err = f'<p id="login-error" class="error">{escape(error)}</p>' if error else ""
+    body = f"""<h1 id="page-title">Customer Login</h1>
+{err}
+<form id="customer-login-form" method="post" action="/login">
+<input type="hidden" name="next" value="/account">
+<div class="field"><label for="email">Email</label> <input id="email" name="username" type="email"></div>
+<div class="field"><label for="pass">Password</label>
+<input id="pass" name="password" type="password" autocomplete="current-password"></div>
+<button id="send2" type="submit">Sign In</button>
+</form>"""
+    return layout("Customer Login", body, None)
+
+
 def product_list_page(
     user: User | None,
     title: str,
@@ -163,9 +179,15 @@ def _review(r: Review) -> str:
 def product_page(user: User | None, p: Product, reviews: list[Review], error: str = "") -> str:
     err = f'<p id="review-error" class="error">{escape(error)}</p>' if error else ""
     ratings = _options([(str(n), str(n)) for n in range(5, 0, -1)], "5")
+    nickname = escape(user.full_name) if user else ""
+    special = (
+        f'<p id="product-special-price">Special price: {money(p.special_price)}</p>'
+        if p.special_price is not None
+        else ""
+    )
     body = f"""<article id="product" data-id="{p.id}">
 <h1 id="product-name">{escape(p.name)}</h1>
-<p>Price: <span id="product-price" data-price="{p.price:.2f}">{money(p.price)}</span></p>
+<p>Price: <span id="product-price" data-price="{p.price:.2f}">{money(p.price)}</span></p>{special}
 <p>SKU: <span id="product-sku">{escape(p.sku)}</span> · Category:
 <a id="product-category" href="{_category_url(p.category)}">{escape(p.category)}</a> ·
 In stock: <span id="product-stock">{p.stock}</span></p>
@@ -181,6 +203,7 @@ In stock: <span id="product-stock">{p.stock}</span></p>
 <h3>Write a review</h3>{err}
 <form id="review-form" method="post" action="/products/{p.id}/reviews">
 <label>Rating <select id="review-rating-input" name="rating">{ratings}</select></label>
+<label>Nickname <input id="review-nickname-input" name="nickname" value="{nickname}"></label>
 <label>Title <input id="review-title-input" name="title"></label>
 <label>Review <textarea id="review-text-input" name="text"></textarea></label>
 <button id="submit-review" type="submit">Submit Review</button>
@@ -242,6 +265,25 @@ def order_page(user: User, order: Order) -> str:
 <table id="order-lines"><tr><th>SKU</th><th>Product</th><th>Qty</th><th>Subtotal</th></tr>{lines}</table>
 <p>Grand total: <span id="order-total">{money(order.total)}</span></p>"""
     return layout(f"Order # {order.id:09d}", body, user)
+
+
+def sales_order_page(user: User, order: Order) -> str:
+    """Magento's order view (``/sales/order/view/order_id/<n>/``) with its ``.order-details-items`` block."""
+    rows = "".join(
+        f'<tr class="order-item" data-sku="{escape(x.sku)}">'
+        f'<td class="product-item-name">{escape(x.name)}</td><td class="sku">{escape(x.sku)}</td>'
+        f'<td class="price">{money(x.unit_price)}</td><td class="qty">Ordered: {x.qty}</td>'
+        f'<td class="subtotal">{money(x.total)}</td></tr>'
+        for x in order.lines
+    )
+    body = f"""<h1 id="page-title">Order # {order.increment_id}</h1>
+<p class="order-status">{escape(order.status.capitalize())}</p>
+<p class="order-date">Order Date: <span>{escape(order.created_at)}</span></p>
+<div class="order-details-items ordered"><strong class="title">Items Ordered</strong>
+<table id="my-orders-table"><thead><tr><th>Product Name</th><th>SKU</th><th>Price</th><th>Qty</th>
+<th>Subtotal</th></tr></thead><tbody>{rows}</tbody></table>
+<p class="grand_total">Grand Total <span class="price">{money(order.total)}</span></p></div>"""
+    return layout(f"Order # {order.increment_id}", body, user)
 
 
 def account_page(user: User) -> str:
@@ -346,13 +388,33 @@ def admin_edit_page(
     values = form or {"name": p.name, "price": f"{p.price:.2f}", "stock": str(p.stock)}
     notice = '<p id="saved-message" class="notice">You saved the product.</p>' if saved else ""
     err = f'<p id="edit-error" class="error">{escape(error)}</p>' if error else ""
+    special = "" if p.special_price is None else f"{p.special_price:.2f}"
     body = f"""<h1 id="page-title">Edit <span id="edit-title">{escape(p.name)}</span></h1>{notice}{err}
 <form id="product-edit-form" method="post" action="/admin/products/{p.id}">
 <label>Name <input id="edit-name" name="name" value="{escape(values.get("name", ""))}"></label>
 <label>Price <input id="edit-price" name="price" value="{escape(values.get("price", ""))}"></label>
 <label>Quantity <input id="edit-stock" name="stock" value="{escape(values.get("stock", ""))}"></label>
+<div class="admin__collapsible-block" data-index="advanced-pricing" data-special-price="{special}">
+<div class="admin__collapsible-title" role="button" tabindex="0">Advanced Pricing</div>
+<div class="admin__collapsible-content"></div></div>
 <button id="save-product" type="submit">Save</button>
-</form>"""
+</form>
+<script>
+// Like Magento's UI components, the section's fields exist only once it has been opened.
+document.querySelector('[data-index="advanced-pricing"] .admin__collapsible-title').addEventListener("click", () => {{
+  const block = document.querySelector('[data-index="advanced-pricing"]');
+  const content = block.querySelector(".admin__collapsible-content");
+  if (!content.firstChild) {{
+    const label = document.createElement("label");
+    const input = Object.assign(document.createElement("input"),
+      {{id: "edit-special-price", name: "special_price", value: block.dataset.specialPrice}});
+    label.append("Special Price ", input);
+    content.append(label);
+  }}
+  block.classList.toggle("_show");
+  content.hidden = !block.classList.contains("_show");
+}});
+</script>"""
     return layout(f"{p.name} / Products / Admin", body, user)
 
 
@@ -361,6 +423,61 @@ def admin_orders_page(user: User, orders: list[Order]) -> str:
 <table id="admin-orders"><tr><th>Order #</th><th>Customer</th><th>Date</th><th>Status</th><th>Total</th></tr>
 {_order_rows(orders, "admin-order-row", with_user=True)}</table>"""
     return layout("Orders / Admin", body, user)
+
+
+def forums_page(user: User | None, forums: dict[str, str]) -> str:
+    items = "".join(
+        f'<li class="forum-item"><a class="forum-link" href="/f/{escape(name)}">f/{escape(name)}</a>'
+        f' <span class="forum-description">{escape(about)}</span></li>'
+        for name, about in forums.items()
+    )
+    body = f'<h1 id="page-title">Forums</h1><ul id="forums">{items}</ul>'
+    return layout("Forums", body, user)
+
+
+def forum_page(user: User | None, forum: str, about: str, posts: list[ForumPost]) -> str:
+    items = "".join(
+        f'<li class="submission" data-post-id="{p.id}"><a class="submission__link" href="{escape(p.path)}">'
+        f'{escape(p.title)}</a> by <span class="submission__author">{escape(p.author)}</span></li>'
+        for p in posts
+    )
+    body = f"""<h1 id="page-title">f/{escape(forum)}</h1><p id="forum-description">{escape(about)}</p>
+<p><a id="submit-link" href="/f/{escape(forum)}/submit">Create submission</a></p>
+<ul id="submissions">{items}</ul>"""
+    return layout(f"f/{forum}", body, user)
+
+
+def post_page(user: User | None, post: ForumPost, comments: list[Comment], highlight: int | None) -> str:
+    replies = "".join(
+        f'<li class="comment{" comment--highlighted" if c.id == highlight else ""}" id="comment-{c.id}">'
+        f'<span class="comment__author">{escape(c.author)}</span>'
+        f'<p class="comment__body">{escape(c.text)}</p></li>'
+        for c in comments
+    )
+    body = f"""<article class="submission__inner" data-post-id="{post.id}">
+<p>Posted in <a class="submission__forum" href="/f/{escape(post.forum)}">{escape(post.forum)}</a> by
+<span class="submission__author">{escape(post.author)}</span> on
+<span class="submission__date">{escape(post.created_at)}</span></p>
+<h1 class="submission__title">{escape(post.title)}</h1>
+<div class="submission__body">{escape(post.body)}</div></article>
+<section id="comments"><h2>Comments (<span id="comment-count">{len(comments)}</span>)</h2>
+<ol id="comment-list">{replies}</ol>
+<form id="comment-form" method="post" action="/f/{escape(post.forum)}/{post.id}/comment">
+<label>Reply <textarea id="comment-input" name="text"></textarea></label>
+<button id="post-comment" type="submit">Post</button></form></section>"""
+    return layout(post.title, body, user)
+
+
+def submit_page(user: User, forum: str, error: str = "", form: dict[str, str] | None = None) -> str:
+    values = form or {}
+    err = f'<p id="submission-error" class="error">{escape(error)}</p>' if error else ""
+    body = f"""<h1 id="page-title">Create submission in f/{escape(forum)}</h1>{err}
+<form id="submission-form" method="post" action="/f/{escape(forum)}/submit">
+<label>Title <input id="submission-title" name="title" value="{escape(values.get("title", ""))}"></label>
+<label>Body <textarea id="submission-body" name="body">{escape(values.get("body", ""))}</textarea></label>
+<button id="submit-post" type="submit">Create submission</button>
+</form>"""
+    return layout(f"Create submission - f/{forum}", body, user)
 
 
 def error_page(user: User | None, title: str, message: str, element_id: str) -> str:

@@ -1,20 +1,27 @@
-"""A tiny shop served over real HTTP, with the surface WebArena shopping tasks touch, for tests and demos."""
+"""A tiny shop served over real HTTP, with the surface WebArena shopping tasks touch, for tests and demos.
 
+Besides the storefront and admin pages it serves what the official WebArena evaluators call on a live
+instance: a subset of Magento's REST API (``/rest/...``: admin token, order search, product reviews) and
+an OpenAI-compatible judge (``POST /v1/chat/completions``) that grades ``llm_fuzzy_match`` and
+``llm_ua_match`` prompts by a fixed rule (see `judge_reply`).
+"""
+
+import hashlib
 import json
 import math
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from http import HTTPStatus
 from http.cookies import CookieError, SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Self, cast
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from cdp_integration.demo import pages
-from cdp_integration.demo.state import Product, Session, ShopState, User
+from cdp_integration.demo.state import FORUMS, Order, Product, Session, ShopState, User
 
 HTML = "text/html; charset=utf-8"
 JSON = "application/json; charset=utf-8"
@@ -31,7 +38,10 @@ _ASSETS: dict[str, tuple[bytes, str]] = {
 
 @dataclass
 class Request:
-    """A parsed request plus the session and user its cookie resolves to (None when absent or stale)."""
+    """A parsed request plus the session and user its cookie resolves to (None when absent or stale).
+
+    `headers` has lower-case names; `body` is the raw request body (JSON APIs read it).
+    """
 
     method: str
     path: str
@@ -41,6 +51,8 @@ class Request:
     token: str | None
     session: Session | None
     user: User | None
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
 
 
 @dataclass
@@ -127,10 +139,23 @@ class ShopApp:
             ("GET", r"/admin/products/(\d+)/edit", self.admin_edit),
             ("POST", r"/admin/products/(\d+)", self.admin_save),
             ("GET", r"/admin/orders", self.admin_orders),
+            ("GET", r"/customer/account/login/?", lambda r, m: html_response(pages.customer_login_page())),
+            ("GET", r"/sales/order/view/order_id/(\d+)/?", self.sales_order),
+            ("POST", r"/rest(?:/default)?/V1/integration/admin/token", self.rest_token),
+            ("GET", r"/rest(?:/default)?/V1/orders", self.rest_orders),
+            ("GET", r"/rest(?:/default)?/V1/products/([^/]+)/reviews", self.rest_reviews),
+            ("GET", r"/forums", lambda r, m: html_response(pages.forums_page(r.user, FORUMS))),
+            ("GET", r"/f/([\w-]+)/?", self.forum),
+            ("GET", r"/f/([\w-]+)/submit/?", self.submit_form),
+            ("POST", r"/f/([\w-]+)/submit/?", self.submit_post),
+            ("GET", r"/f/([\w-]+)/(\d+)(?:/[\w-]*)?/?", self.post),
+            ("GET", r"/f/([\w-]+)/(\d+)/-/comment/(\d+)/?", self.post),
+            ("POST", r"/f/([\w-]+)/(\d+)/comment", self.add_comment),
             ("GET", r"/init", self.init),
             ("POST", r"/init", self.init),
         ]
         stateless: list[tuple[str, str, Handler]] = [
+            ("POST", r"/v1/chat/completions", self.chat_completion),
             ("GET", r"/big", self.big),
             ("GET", r"/static/[\w.-]+", self.asset),
             ("GET", r"/favicon.ico", lambda r, m: Response(204)),
@@ -138,17 +163,23 @@ class ShopApp:
         self.routes = [Route(method, re.compile(rx), fn) for method, rx, fn in table]
         self.routes += [Route(method, re.compile(rx), fn, shared=False) for method, rx, fn in stateless]
 
-    def dispatch(self, method: str, target: str, body: bytes, cookie_header: str) -> Response:
+    def dispatch(
+        self, method: str, target: str, body: bytes, headers: Mapping[str, str] | None = None
+    ) -> Response:
         """Route one request; unknown paths get 404, known paths with another method 405."""
         url = urlsplit(target)
         matches = [(route, m) for route in self.routes if (m := route.pattern.fullmatch(url.path))]
         found = next(((route, m) for route, m in matches if route.method == method), None)
-        form = _first_values(body.decode("utf-8", "replace")) if method == "POST" else {}
-        request = Request(method, url.path, target, _first_values(url.query), form, None, None, None)
+        lowered = {name.lower(): value for name, value in (headers or {}).items()}
+        is_form = method == "POST" and not lowered.get("content-type", "").startswith("application/json")
+        form = _first_values(body.decode("utf-8", "replace")) if is_form else {}
+        request = Request(
+            method, url.path, target, _first_values(url.query), form, None, None, None, lowered, body
+        )
         if found and not found[0].shared:
             return found[0].handler(request, found[1])
         with self.state.lock:
-            token = _session_token(cookie_header)
+            token = _session_token(lowered.get("cookie", ""))
             request.session = self.state.sessions.get(token) if token else None
             request.token = token if request.session else None
             if request.session and request.session.username:
@@ -201,12 +232,13 @@ class ShopApp:
 
     def login(self, r: Request, m: re.Match[str]) -> Response:
         username, next_path = r.form.get("username", ""), r.form.get("next", "")
-        if self.state.authenticate(username, r.form.get("password", "")) is None:
+        user = self.state.authenticate(username, r.form.get("password", ""))
+        if user is None:
             return html_response(pages.login_page(next_path, "Invalid username or password.", username))
         cart = r.session.cart if r.session else {}
         if r.token:
             self.state.sessions.pop(r.token, None)
-        token = self.state.new_session(username, cart)
+        token = self.state.new_session(user.username, cart)
         return redirect(
             _safe_next(next_path, "/account"), ("Set-Cookie", f"session={token}; {_COOKIE_ATTRS}")
         )
@@ -249,7 +281,8 @@ class ShopApp:
         if rating is None or not 1 <= rating <= 5 or not title or not text:
             error = "Please give a rating from 1 to 5, a title and a review."
             return html_response(pages.product_page(r.user, p, self.state.reviews_for(p.id), error), 400)
-        self.state.add_review(p.id, r.user.username, rating, title, text)
+        nickname = r.form.get("nickname", "").strip() or r.user.username
+        self.state.add_review(p.id, nickname, rating, title, text)
         return redirect(f"/products/{p.id}")
 
     def cart_add(self, r: Request, m: re.Match[str]) -> Response:
@@ -293,6 +326,15 @@ class ShopApp:
         if order is None or (order.username != r.user.username and not r.user.is_admin):
             return self._error(r, 404, "Order not found.")
         return html_response(pages.order_page(r.user, order))
+
+    def sales_order(self, r: Request, m: re.Match[str]) -> Response:
+        """Magento's order page, the URL ``shopping_get_latest_order_url()`` returns."""
+        if r.user is None:
+            return self._login_redirect(r)
+        order = self.state.order(int(m[1]))
+        if order is None or (order.username != r.user.username and not r.user.is_admin):
+            return self._error(r, 404, "Order not found.")
+        return html_response(pages.sales_order_page(r.user, order))
 
     def account(self, r: Request, m: re.Match[str]) -> Response:
         if r.user is None:
@@ -357,20 +399,210 @@ class ShopApp:
         if p is None:
             return self._error(r, 404, "Product not found.")
         name, stock = r.form.get("name", "").strip(), _int(r.form.get("stock"))
-        try:
-            price = round(float(r.form.get("price", "")), 2)
-        except ValueError:
-            price = math.nan
-        if not name or not (math.isfinite(price) and price >= 0) or stock is None or stock < 0:
-            error = "Name is required; price and quantity must be non-negative numbers."
+        price = _money(r.form.get("price", ""))
+        special = r.form.get("special_price", "").strip()  # absent unless the section was opened
+        special_price = _money(special) if special else None
+        if (
+            not name
+            or math.isnan(price)
+            or stock is None
+            or stock < 0
+            or (special_price is not None and math.isnan(special_price))
+        ):
+            error = "Name is required; prices and quantity must be non-negative numbers."
             return html_response(pages.admin_edit_page(admin, p, False, error, r.form), 400)
         p.name, p.price, p.stock = name, price, stock
+        if "special_price" in r.form:
+            p.special_price = special_price
         return redirect(f"/admin/products/{p.id}/edit?saved=1")
 
     def admin_orders(self, r: Request, m: re.Match[str]) -> Response:
         if isinstance(admin := self._admin(r), Response):
             return admin
         return html_response(pages.admin_orders_page(admin, sorted(self.state.orders, key=lambda o: -o.id)))
+
+    def _rest_admin(self, r: Request) -> User | Response:
+        """The admin behind ``Authorization: Bearer <token>``, or Magento's 401 reply."""
+        scheme, _, token = r.headers.get("authorization", "").partition(" ")
+        user = self.state.user_for_token(token.strip()) if scheme.lower() == "bearer" else None
+        if user is None:
+            return json_response({"message": "The consumer isn't authorized to access %resources."}, 401)
+        return user
+
+    def rest_token(self, r: Request, m: re.Match[str]) -> Response:
+        """``POST /rest/default/V1/integration/admin/token``: JSON credentials in, a JSON string out."""
+        try:
+            body = json.loads(r.body or b"null")
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            return json_response({"message": "The request body must be a JSON object."}, 400)
+        token = self.state.api_token(str(body.get("username", "")), str(body.get("password", "")))
+        if token is None:
+            message = "The account sign-in was incorrect or your account is disabled temporarily."
+            return json_response({"message": message}, 401)
+        return json_response(token)
+
+    def rest_orders(self, r: Request, m: re.Match[str]) -> Response:
+        """``GET /rest/V1/orders`` with Magento's ``searchCriteria`` sort and page size."""
+        if isinstance(admin := self._rest_admin(r), Response):
+            return admin
+        field_name = r.query.get("searchCriteria[sortOrders][0][field]", "created_at")
+        descending = r.query.get("searchCriteria[sortOrders][0][direction]", "ASC").upper() == "DESC"
+        if field_name == "created_at":
+            found = self.state.orders_by_date(newest_first=descending)
+        elif field_name in ("entity_id", "increment_id"):
+            found = sorted(self.state.orders, key=lambda o: o.id, reverse=descending)
+        else:
+            return json_response({"message": f'"{field_name}" is not a sortable field.'}, 400)
+        size, page = (
+            _int(r.query.get("searchCriteria[pageSize]")),
+            _int(r.query.get("searchCriteria[currentPage]")),
+        )
+        start = (max(page or 1, 1) - 1) * size if size else 0
+        items = found[start : start + size] if size and size > 0 else found
+        return json_response({"items": [self._rest_order(o) for o in items], "total_count": len(found)})
+
+    def _rest_order(self, order: Order) -> dict[str, object]:
+        user = self.state.users.get(order.username)
+        return {
+            "entity_id": order.id,
+            "increment_id": order.increment_id,
+            "created_at": order.created_at,
+            "status": order.status,
+            "customer_email": user.email if user else "",
+            "grand_total": order.total,
+            "items": [
+                {
+                    "sku": x.sku,
+                    "name": x.name,
+                    "qty_ordered": x.qty,
+                    "price": x.unit_price,
+                    "row_total": x.total,
+                }
+                for x in order.lines
+            ],
+        }
+
+    def rest_reviews(self, r: Request, m: re.Match[str]) -> Response:
+        """``GET /rest/V1/products/{sku}/reviews``: oldest first, as the helpers' ``[-1]`` expects."""
+        if isinstance(admin := self._rest_admin(r), Response):
+            return admin
+        p = self.state.product_by_sku(unquote(m[1]))
+        if p is None:
+            message = "The product that was requested doesn't exist. Verify the product and try again."
+            return json_response({"message": message}, 404)
+        reviews = sorted(self.state.reviews_for(p.id), key=lambda x: x.id)
+        return json_response(
+            [
+                {
+                    "id": x.id,
+                    "title": x.title,
+                    "detail": x.text,
+                    "nickname": x.author,
+                    "ratings": [
+                        {
+                            "vote_id": x.id,
+                            "rating_id": 4,
+                            "rating_name": "Rating",
+                            "percent": x.rating * 20,
+                            "value": x.rating,
+                        }
+                    ],
+                    "review_entity": "product",
+                    "review_type": 2,
+                    "review_status": 1,
+                    "created_at": x.created_at,
+                    "entity_pk_value": p.id,
+                    "store_id": 1,
+                }
+                for x in reviews
+            ]
+        )
+
+    def forum(self, r: Request, m: re.Match[str]) -> Response:
+        if m[1] not in FORUMS:
+            return self._error(r, 404, "No such forum.")
+        return html_response(pages.forum_page(r.user, m[1], FORUMS[m[1]], self.state.posts_in(m[1])))
+
+    def submit_form(self, r: Request, m: re.Match[str]) -> Response:
+        if m[1] not in FORUMS:
+            return self._error(r, 404, "No such forum.")
+        if r.user is None:
+            return self._login_redirect(r)
+        return html_response(pages.submit_page(r.user, m[1]))
+
+    def submit_post(self, r: Request, m: re.Match[str]) -> Response:
+        if m[1] not in FORUMS:
+            return self._error(r, 404, "No such forum.")
+        if r.user is None:
+            return self._login_redirect(r, f"/f/{m[1]}/submit")
+        title, body = r.form.get("title", "").strip(), r.form.get("body", "").strip()
+        if not title or not body:
+            return html_response(
+                pages.submit_page(r.user, m[1], "A title and a body are required.", r.form), 400
+            )
+        post = self.state.add_post(m[1], r.user.full_name, title, body)
+        return redirect(post.path)
+
+    def post(self, r: Request, m: re.Match[str]) -> Response:
+        """A post at ``/f/<forum>/<id>[/<slug>]``, or with one comment highlighted (``.../-/comment/<id>``)."""
+        post = self.state.post(int(m[2]))
+        if post is None or post.forum != m[1]:
+            return self._error(r, 404, "No such submission.")
+        highlight = _int(m[3]) if m.re.groups >= 3 else None
+        return html_response(pages.post_page(r.user, post, self.state.comments_on(post.id), highlight))
+
+    def add_comment(self, r: Request, m: re.Match[str]) -> Response:
+        post = self.state.post(int(m[2]))
+        if post is None or post.forum != m[1]:
+            return self._error(r, 404, "No such submission.")
+        if r.user is None:
+            return self._login_redirect(r, post.path)
+        text = r.form.get("text", "").strip()
+        if not text:
+            return redirect(post.path)
+        comment = self.state.add_comment(post.id, r.user.full_name, text)
+        return redirect(f"/f/{post.forum}/{post.id}/-/comment/{comment.id}")
+
+    def chat_completion(self, r: Request, m: re.Match[str]) -> Response:
+        """An OpenAI-compatible ``chat.completion`` whose answer is `judge_reply` on the last user message."""
+        try:
+            body = json.loads(r.body or b"null")
+            prompt = next(
+                str(msg.get("content", "")) for msg in reversed(body["messages"]) if msg.get("role") == "user"
+            )
+        except (ValueError, KeyError, TypeError, AttributeError, StopIteration):
+            return _openai_error("Expected a JSON body with a user message in `messages`.")
+        content = judge_reply(prompt)
+        if content is None:
+            return _openai_error(
+                "The demo judge only grades WebArena's llm_fuzzy_match and llm_ua_match prompts."
+            )
+        digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:24]
+        prompt_tokens, completion_tokens = len(prompt.split()), len(content.split())
+        return json_response(
+            {
+                "id": f"chatcmpl-demo-{digest}",
+                "object": "chat.completion",
+                "created": _JUDGE_CREATED,
+                "model": str(body.get("model", "demo-judge")),
+                "system_fingerprint": None,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content},
+                        "logprobs": None,
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+            }
+        )
 
     def init(self, r: Request, m: re.Match[str]) -> Response:
         self.state.reset()
@@ -379,6 +611,107 @@ class ShopApp:
     def big(self, r: Request, m: re.Match[str]) -> Response:
         n = _int(r.query.get("n")) or 10_000
         return html_response(pages.big_page(min(max(n, 1), _BIG_MAX)))
+
+
+def _money(value: str) -> float:
+    """A non-negative amount rounded to cents, or NaN when `value` is not one."""
+    try:
+        amount = round(float(value), 2)
+    except ValueError:
+        return math.nan
+    return amount if math.isfinite(amount) and amount >= 0 else math.nan
+
+
+def _openai_error(message: str) -> Response:
+    return json_response({"error": {"message": message, "type": "invalid_request_error", "code": None}}, 400)
+
+
+_JUDGE_CREATED = 1_700_000_000
+"""Fixed ``created`` stamp: the judge's replies are byte-for-byte repeatable."""
+
+_FUZZY_PROMPT = re.compile(
+    r"question: (?P<question>.*?)\nreference answer: (?P<reference>.*?)\n"
+    r"all the string 'N/A'.*?\nstudent answer: (?P<answer>.*)\nConclude the judgement",
+    re.DOTALL,
+)
+_UA_PROMPT = re.compile(
+    r"task: (?P<question>.*?)\nactual unachievable reason: (?P<reference>.*?)\n"
+    r"reported unachievable reason: (?P<answer>.*?)\nThe task described above",
+    re.DOTALL,
+)
+_WORD = re.compile(r"[a-z0-9]+(?:\.[0-9]+)*")
+_STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "to",
+        "of",
+        "in",
+        "on",
+        "at",
+        "for",
+        "about",
+        "any",
+        "there",
+        "this",
+        "that",
+        "it",
+        "its",
+        "and",
+        "or",
+    ]
+)
+
+
+def _terms(text: str) -> list[str]:
+    """Lower-cased alphanumeric tokens; thousands separators dropped so "1,299.00" is one number."""
+    return _WORD.findall(re.sub(r"(?<=\d),(?=\d{3})", "", text.lower()))
+
+
+def _number(term: str) -> float | None:
+    try:
+        return float(term)
+    except ValueError:
+        return None
+
+
+def _missing(wanted: list[str], text: str) -> list[str]:
+    """Terms of `wanted` absent from `text`; numbers match numerically ("24" matches "24.00")."""
+    have = set(_terms(text))
+    numbers = {n for t in have if (n := _number(t)) is not None}
+    return [
+        t for t in dict.fromkeys(wanted) if t not in have and ((n := _number(t)) is None or n not in numbers)
+    ]
+
+
+def judge_reply(prompt: str) -> str | None:
+    """The demo judge's deterministic verdict on an official WebArena judge prompt (None: not one).
+
+    - ``llm_fuzzy_match``: "correct" iff every alphanumeric term of the reference answer appears in the
+      student answer (case-insensitive, numbers compared as numbers), else "incorrect".
+    - ``llm_ua_match``: "same" iff every term of the actual unachievable reason, stop words (a, the, is,
+      of, about, ...) left out, appears in the reported reason, else "different".
+    """
+    if match := _FUZZY_PROMPT.search(prompt):
+        wanted = _terms(match["reference"])
+        missing = _missing(wanted, match["answer"])
+        if not missing:
+            return f"All {len(wanted)} terms of the reference answer appear in the student answer. Judgement: correct"
+        return f"{len(missing)} of {len(wanted)} reference terms are missing ({', '.join(missing)}). Judgement: incorrect"
+    if match := _UA_PROMPT.search(prompt):
+        wanted = [t for t in _terms(match["reference"]) if t not in _STOPWORDS]
+        missing = _missing(wanted, match["answer"])
+        if not missing:
+            return "The reported reason names every key term of the actual reason. Verdict: same"
+        return f"The reported reason leaves out {', '.join(missing)}. Verdict: different"
+    return None
 
 
 def _session_token(cookie_header: str) -> str | None:
@@ -417,7 +750,7 @@ class _Handler(BaseHTTPRequestHandler):
         app = cast(_Server, self.server).app
         try:
             response = app.dispatch(
-                "GET" if method == "HEAD" else method, self.path, body, self.headers.get("Cookie", "")
+                "GET" if method == "HEAD" else method, self.path, body, dict(self.headers.items())
             )
         except Exception:
             response = Response(500, b"Internal Server Error", "text/plain; charset=utf-8")

@@ -1,5 +1,8 @@
-"""In-memory data of the demo shop: products, reviews, users, orders and sessions, rebuilt by `reset()`."""
+"""In-memory data of the demo shop: products, reviews, users, orders, forum posts and sessions, rebuilt
+by `reset()`."""
 
+import hashlib
+import re
 import secrets
 import threading
 from dataclasses import asdict, dataclass, field
@@ -8,7 +11,7 @@ from datetime import UTC, datetime
 
 @dataclass
 class Product:
-    """A catalogue entry; `price` and `stock` are what the admin form edits."""
+    """A catalogue entry; `price`, `stock` and `special_price` are what the admin form edits."""
 
     id: int
     sku: str
@@ -17,6 +20,7 @@ class Product:
     price: float
     description: str
     stock: int
+    special_price: float | None = None
 
     def to_json(self) -> dict[str, object]:
         """Shape served by `/api/products`, kept flat so REST-style tasks can read fields directly."""
@@ -25,7 +29,10 @@ class Product:
 
 @dataclass(frozen=True)
 class Review:
-    """A product review; a higher `id` means newer, which is how "latest" is decided."""
+    """A product review; a higher `id` means newer, which is how "latest" is decided.
+
+    `author` is the nickname shown with the review (Magento's ``nickname``).
+    """
 
     id: int
     product_id: int
@@ -80,8 +87,43 @@ class Order:
     def total(self) -> float:
         return round(sum(line.total for line in self.lines), 2)
 
+    @property
+    def increment_id(self) -> str:
+        """The order number customers see (Magento's zero-padded ``increment_id``)."""
+        return f"{self.id:09d}"
+
     def to_json(self) -> dict[str, object]:
         return {**asdict(self), "total": self.total}
+
+
+@dataclass(frozen=True)
+class ForumPost:
+    """A post in the shop's community forum, served at ``/f/<forum>/<id>/<slug>`` like Postmill."""
+
+    id: int
+    forum: str
+    title: str
+    body: str
+    author: str
+    created_at: str
+
+    @property
+    def slug(self) -> str:
+        return re.sub(r"[^a-z0-9]+", "-", self.title.lower()).strip("-")[:60] or "post"
+
+    @property
+    def path(self) -> str:
+        return f"/f/{self.forum}/{self.id}/{self.slug}"
+
+
+@dataclass(frozen=True)
+class Comment:
+    """A reply to a forum post, linked as ``/f/<forum>/<post id>/-/comment/<id>``."""
+
+    id: int
+    post_id: int
+    author: str
+    text: str
 
 
 @dataclass
@@ -133,14 +175,45 @@ _USERS: tuple[User, ...] = (
     User("emma", "emma1234", "customer", "Emma Lopez", "emma.lopez@demo.shop"),
 )
 
+_LOGIN_ALIASES: dict[str, tuple[str, str]] = {
+    # WebArena's shopping customer (webarena.browser_env.env_config.ACCOUNTS["shopping"]) is our emma.
+    "emma.lopez@gmail.com": ("Password.123", "emma"),
+}
+"""Other sign-in names: login -> (password, demo username)."""
+
 _ORDERS: tuple[tuple[int, str, str, str, tuple[tuple[int, int], ...]], ...] = (
-    (1, "emma", "complete", "2023-03-14", ((2, 1), (5, 2))),
-    (2, "emma", "processing", "2023-05-02", ((9, 1),)),
+    (1, "emma", "complete", "2023-03-14 10:21:07", ((2, 1), (5, 2))),
+    (2, "emma", "processing", "2023-05-02 16:45:30", ((9, 1),)),
 )
+
+FORUMS: dict[str, str] = {
+    "electronics": "Headphones, speakers, cables and other gadgets",
+    "home": "Kitchen, cooking and everything at home",
+    "deals": "Sales, coupons and bargains",
+}
+
+# forum | author | date | title | body
+_POSTS = """electronics|Alex Chen|2023-02-01 09:12:00|Best budget headphones?|Looking for over-ear headphones under $150.
+home|Chris Owens|2023-02-10 18:30:00|Cast iron care tips|Dry it on the stove and oil it lightly after each wash.
+deals|Shop Administrator|2023-03-01 08:00:00|Spring sale starts Monday|Ten percent off all Sports items.
+"""
+
+# post id | author | text
+_COMMENTS = """1|Maria Gomez|The Wireless Noise Cancelling Headphones are worth it.
+2|Lena Fischer|Never put it in the dishwasher.
+"""
 
 
 def _today() -> str:
     return datetime.now(UTC).date().isoformat()
+
+
+def _token(user: User) -> str:
+    return hashlib.sha256(f"demo-shop-token:{user.username}:{user.password}".encode()).hexdigest()[:32]
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 class ShopState:
@@ -152,6 +225,8 @@ class ShopState:
         self.reviews: list[Review] = []
         self.users: dict[str, User] = {}
         self.orders: list[Order] = []
+        self.posts: list[ForumPost] = []
+        self.comments: list[Comment] = []
         self.sessions: dict[str, Session] = {}
         self.reset()
 
@@ -171,6 +246,14 @@ class ShopState:
                 Order(oid, user, [self._line(pid, qty) for pid, qty in lines], status, date)
                 for oid, user, status, date, lines in _ORDERS
             ]
+            self.posts = []
+            for i, line in enumerate(_POSTS.splitlines(), start=1):
+                forum, author, date, title, body = line.split("|")
+                self.posts.append(ForumPost(i, forum, title, body, author, date))
+            self.comments = []
+            for i, line in enumerate(_COMMENTS.splitlines(), start=1):
+                post_id, author, text = line.split("|")
+                self.comments.append(Comment(i, int(post_id), author, text))
             self.sessions = {}
 
     def _line(self, product_id: int, qty: int) -> OrderLine:
@@ -209,10 +292,30 @@ class ShopState:
             return review
 
     def authenticate(self, username: str, password: str) -> User | None:
-        user = self.users.get(username)
-        if user is None or not secrets.compare_digest(user.password.encode(), password.encode()):
+        """The user behind a sign-in name (a username or an alias such as WebArena's e-mail login)."""
+        expected, name = _LOGIN_ALIASES.get(username.strip().lower(), (None, username))
+        user = self.users.get(name)
+        if user is None:
+            return None
+        if not secrets.compare_digest((expected or user.password).encode(), password.encode()):
             return None
         return user
+
+    def api_token(self, username: str, password: str) -> str | None:
+        """A REST bearer token for an admin; derived from the account, so runs (and recordings) repeat."""
+        user = self.authenticate(username, password)
+        return _token(user) if user is not None and user.is_admin else None
+
+    def user_for_token(self, token: str) -> User | None:
+        """The admin a bearer token belongs to; None for anything else."""
+        return next(
+            (
+                u
+                for u in self.users.values()
+                if u.is_admin and secrets.compare_digest(_token(u).encode(), token.encode())
+            ),
+            None,
+        )
 
     def new_session(self, username: str | None, cart: dict[int, int] | None = None) -> str:
         token = secrets.token_urlsafe(24)
@@ -227,6 +330,10 @@ class ShopState:
     def order(self, order_id: int) -> Order | None:
         return next((o for o in self.orders if o.id == order_id), None)
 
+    def orders_by_date(self, newest_first: bool = True) -> list[Order]:
+        """All orders by ``created_at`` (ties broken by id), as the REST order search sorts them."""
+        return sorted(self.orders, key=lambda o: (o.created_at, o.id), reverse=newest_first)
+
     def place_order(self, username: str, cart: dict[int, int]) -> Order:
         """Turn a cart into an order and take the stock; ValueError names the first product short of stock."""
         with self.lock:
@@ -236,8 +343,29 @@ class ShopState:
             for pid, qty in cart.items():
                 self.products[pid].stock -= qty
             order_id = max((o.id for o in self.orders), default=0) + 1
-            order = Order(
-                order_id, username, [self._line(p, q) for p, q in cart.items()], "pending", _today()
-            )
+            order = Order(order_id, username, [self._line(p, q) for p, q in cart.items()], "pending", _now())
             self.orders.append(order)
             return order
+
+    def posts_in(self, forum: str) -> list[ForumPost]:
+        """Newest first."""
+        return sorted((p for p in self.posts if p.forum == forum), key=lambda p: -p.id)
+
+    def post(self, post_id: int) -> ForumPost | None:
+        return next((p for p in self.posts if p.id == post_id), None)
+
+    def comments_on(self, post_id: int) -> list[Comment]:
+        """Oldest first, as threads read."""
+        return [c for c in self.comments if c.post_id == post_id]
+
+    def add_post(self, forum: str, author: str, title: str, body: str) -> ForumPost:
+        with self.lock:
+            post = ForumPost(len(self.posts) + 1, forum, title, body, author, _now())
+            self.posts.append(post)
+            return post
+
+    def add_comment(self, post_id: int, author: str, text: str) -> Comment:
+        with self.lock:
+            comment = Comment(len(self.comments) + 1, post_id, author, text)
+            self.comments.append(comment)
+            return comment

@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib.resources
 import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Error as PlaywrightError

@@ -1,0 +1,126 @@
+"""The debugger's ``cdp-session`` commands: thin click wrappers over ``cdp_integration.debug``.
+
+``register_debug_commands(cli)`` adds them to the main group, whose error handling turns every
+``CDPIntegrationError`` (a bad session file) into one line on stderr and exit code 2. STEP arguments
+may be negative (``-1`` is the last step).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cdp_integration.debug.diff import diff
+from cdp_integration.debug.render import View, format_diff, format_step, format_steps
+from cdp_integration.debug.views import resolve_step
+from cdp_integration.session.store import SESSION_SUFFIX, Session, load_session
+
+__all__ = ["register_debug_commands"]
+
+_SESSION = click.argument("session_path", metavar="SESSION", type=click.Path(path_type=Path))
+# "-1" would otherwise be read as an unknown option rather than a step number.
+_NEGATIVE_NUMBERS: dict[str, Any] = {"ignore_unknown_options": True}
+
+
+def _step(session: Session, value: int, name: str) -> int:
+    try:
+        return resolve_step(session, value)
+    except IndexError as exc:
+        raise click.BadParameter(str(exc), param_hint=name) from None
+
+
+@click.command()
+@_SESSION
+def steps(session_path: Path) -> None:
+    """One row per step of SESSION: action, URL, title, document status, requests, capture ms, evaluation, faults."""
+    click.echo(format_steps(load_session(session_path)))
+
+
+@click.command(context_settings=_NEGATIVE_NUMBERS)
+@_SESSION
+@click.argument("step", type=int)
+@click.option("--html", "view", flag_value="html", help="The active tab's captured HTML.")
+@click.option("--text", "view", flag_value="text", help="The page's visible text.")
+@click.option("--cookies", "view", flag_value="cookies", help="All cookies.")
+@click.option("--storage", "view", flag_value="storage", help="localStorage and each tab's sessionStorage.")
+@click.option("--network", "view", flag_value="network", help="Requests made since the previous step.")
+@click.option("--tabs", "view", flag_value="tabs", help="Open tabs.")
+@click.option(
+    "--json", "view", flag_value="json", help="The step record as JSON (DOM snapshot, screenshot left out)."
+)
+def show(session_path: Path, step: int, view: View | None) -> None:
+    """The state captured at STEP of SESSION (negative STEP counts from the end); a summary by default."""
+    session = load_session(session_path)
+    click.echo(format_step(session, _step(session, step, "STEP"), view or "summary"))
+
+
+@click.command("diff", context_settings=_NEGATIVE_NUMBERS)
+@_SESSION
+@click.argument("a", type=int)
+@click.argument("b", type=int)
+def diff_command(session_path: Path, a: int, b: int) -> None:
+    """What changed from step A to step B: URL, title, tabs, cookies, storage, requests, visible text."""
+    session = load_session(session_path)
+    click.echo(format_diff(diff(session, _step(session, a, "A"), _step(session, b, "B"))))
+
+
+@click.command()
+@_SESSION
+def debug(session_path: Path) -> None:
+    """Step through SESSION at a prompt (n, p, g N, views, d, js, q; h for help)."""
+    from cdp_integration.debug.stepper import Stepper
+
+    session = load_session(session_path)
+    if not session.steps:
+        raise click.ClickException(f"{session_path} has no captured steps")
+    Stepper(session).run()
+
+
+def _default_html_path(session_path: Path) -> Path:
+    name = session_path.name
+    for suffix in (SESSION_SUFFIX + ".partial", SESSION_SUFFIX):
+        if name.endswith(suffix):
+            return session_path.with_name(name[: -len(suffix)] + ".html")
+    return session_path.with_name(name + ".html")
+
+
+@click.command()
+@_SESSION
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    help="HTML file to write (default: SESSION's name + .html).",
+)
+def view(session_path: Path, output: Path | None) -> None:
+    """Write a self-contained HTML viewer of SESSION: open it in any browser, offline."""
+    from cdp_integration.debug.viewer import write_viewer
+
+    session = load_session(session_path)
+    path = write_viewer(session, output or _default_html_path(session_path))
+    click.echo(f"wrote {path} ({len(session.steps)} steps, {path.stat().st_size / 1024:,.0f} KiB)")
+
+
+@click.command("export-wabe")
+@_SESSION
+@click.option(
+    "-o", "--output", type=click.Path(path_type=Path), required=True, help="The task directory to write."
+)
+def export_wabe_command(session_path: Path, output: Path) -> None:
+    """Write SESSION in WABE's layout: DIR/result.json and DIR/trajectory/step_NNN.png."""
+    from cdp_integration.debug.wabe import export_wabe
+
+    exported = export_wabe(load_session(session_path), output)
+    click.echo(
+        f"wrote {exported.result} ({exported.steps_taken} actions, {len(exported.screenshots)} screenshots)"
+    )
+    if not exported.screenshots:
+        click.echo("warning: the session has no screenshots (capture with screenshot=True)", err=True)
+
+
+def register_debug_commands(group: click.Group) -> None:
+    """Add ``steps``, ``show``, ``diff``, ``debug``, ``view`` and ``export-wabe`` to ``group``."""
+    for command in (steps, show, diff_command, debug, view, export_wabe_command):
+        group.add_command(command)

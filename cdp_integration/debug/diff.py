@@ -1,0 +1,178 @@
+"""What changed between two captured steps: ``diff(session, a, b)``, one implementation for every face.
+
+The CLI (``cdp-session diff``), the stepper (``d``) and the HTML viewer (changes since the previous
+step) all format the same ``StepDiff``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Literal
+
+from cdp_integration.debug.text import visible_text
+from cdp_integration.debug.views import RequestRow, resolve_step, step_requests
+from cdp_integration.session.models import Cookie, Step
+from cdp_integration.session.store import Session
+
+__all__ = ["ChangeKind", "CookieChange", "StepDiff", "StorageChange", "TabChange", "diff"]
+
+ChangeKind = Literal["added", "changed", "removed"]
+
+
+@dataclass(frozen=True)
+class CookieChange:
+    kind: ChangeKind
+    name: str
+    domain: str
+    path: str
+    before: str | None
+    """The value at step A (``None``: the cookie did not exist)."""
+    after: str | None
+
+
+@dataclass(frozen=True)
+class StorageChange:
+    kind: ChangeKind
+    area: Literal["local", "session"]
+    origin: str
+    key: str
+    before: str | None
+    after: str | None
+    tab_id: str | None = None
+    """``session`` storage belongs to one tab; ``local`` storage to the browser context."""
+
+
+@dataclass(frozen=True)
+class TabChange:
+    kind: Literal["opened", "closed"]
+    tab_id: str
+    url: str
+    title: str
+
+
+@dataclass(frozen=True)
+class StepDiff:
+    """The change from step ``a`` to step ``b`` (indices as stored, not negative)."""
+
+    a: int
+    b: int
+    url: tuple[str, str]
+    title: tuple[str, str]
+    tabs: tuple[TabChange, ...]
+    cookies: tuple[CookieChange, ...]
+    storage: tuple[StorageChange, ...]
+    requests: tuple[RequestRow, ...]
+    """Traffic captured in steps ``min(a, b) + 1 .. max(a, b)``: what happened in between."""
+    text_diff: tuple[str, ...]
+    """A unified diff of the active tab's visible text, one line per item (empty: same text)."""
+
+    @property
+    def url_changed(self) -> bool:
+        return self.url[0] != self.url[1]
+
+    @property
+    def title_changed(self) -> bool:
+        return self.title[0] != self.title[1]
+
+    @property
+    def is_empty(self) -> bool:
+        return not (
+            self.url_changed
+            or self.title_changed
+            or self.tabs
+            or self.cookies
+            or self.storage
+            or self.requests
+            or self.text_diff
+        )
+
+
+def _kind(before: str | None, after: str | None) -> ChangeKind:
+    return "added" if before is None else "removed" if after is None else "changed"
+
+
+def _cookie_state(cookie: Cookie) -> tuple[object, ...]:
+    # ``expires`` is left out: servers that refresh a cookie's lifetime on every response would make
+    # every step show a change that is not one.
+    return (cookie.value, cookie.http_only, cookie.secure, cookie.same_site)
+
+
+def _cookie_changes(before: Step, after: Step) -> tuple[CookieChange, ...]:
+    old = {(c.name, c.domain, c.path): c for c in before.cookies}
+    new = {(c.name, c.domain, c.path): c for c in after.cookies}
+    changes = []
+    for key in sorted(old.keys() | new.keys()):
+        a, b = old.get(key), new.get(key)
+        if a is not None and b is not None and _cookie_state(a) == _cookie_state(b):
+            continue
+        value_a, value_b = (a.value if a else None), (b.value if b else None)
+        changes.append(CookieChange(_kind(value_a, value_b), *key, before=value_a, after=value_b))
+    return tuple(changes)
+
+
+def _map_changes(
+    area: Literal["local", "session"],
+    before: dict[str, dict[str, str]],
+    after: dict[str, dict[str, str]],
+    tab_id: str | None = None,
+) -> list[StorageChange]:
+    changes = []
+    for origin in sorted(before.keys() | after.keys()):
+        old, new = before.get(origin, {}), after.get(origin, {})
+        for key in sorted(old.keys() | new.keys()):
+            a, b = old.get(key), new.get(key)
+            if a != b:
+                changes.append(StorageChange(_kind(a, b), area, origin, key, a, b, tab_id))
+    return changes
+
+
+def _storage_changes(before: Step, after: Step) -> tuple[StorageChange, ...]:
+    changes = _map_changes("local", before.local_storage, after.local_storage)
+    old_tabs = {tab.tab_id: tab for tab in before.tabs}
+    for tab in after.tabs:
+        previous = old_tabs.get(tab.tab_id)
+        changes += _map_changes(
+            "session", previous.session_storage if previous else {}, tab.session_storage, tab.tab_id
+        )
+    return tuple(changes)
+
+
+def _tab_changes(before: Step, after: Step) -> tuple[TabChange, ...]:
+    old = {tab.tab_id for tab in before.tabs}
+    new = {tab.tab_id for tab in after.tabs}
+    opened = [TabChange("opened", t.tab_id, t.url, t.title) for t in after.tabs if t.tab_id not in old]
+    closed = [TabChange("closed", t.tab_id, t.url, t.title) for t in before.tabs if t.tab_id not in new]
+    return tuple(opened + closed)
+
+
+def text_lines(step: Step) -> list[str]:
+    """The active tab's visible text, line by line (what ``show --text`` prints)."""
+    return visible_text(step.html).splitlines()
+
+
+def diff(session: Session, a: int, b: int) -> StepDiff:
+    """What changed from step ``a`` to step ``b`` of ``session`` (negative indices count from the end)."""
+    ia, ib = resolve_step(session, a), resolve_step(session, b)
+    before, after = session.steps[ia], session.steps[ib]
+    low, high = sorted((ia, ib))
+    requests = tuple(row for i in range(low + 1, high + 1) for row in step_requests(session, i))
+    text = difflib.unified_diff(
+        text_lines(before),
+        text_lines(after),
+        fromfile=f"step {before.index}",
+        tofile=f"step {after.index}",
+        lineterm="",
+        n=2,
+    )
+    return StepDiff(
+        a=before.index,
+        b=after.index,
+        url=(before.url, after.url),
+        title=(before.title, after.title),
+        tabs=_tab_changes(before, after),
+        cookies=_cookie_changes(before, after),
+        storage=_storage_changes(before, after),
+        requests=requests,
+        text_diff=tuple(text),
+    )

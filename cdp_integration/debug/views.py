@@ -1,0 +1,221 @@
+"""Per-step views of a session as plain frozen records: the rows the CLI, the stepper and the viewer show.
+
+Each view is computed here once; the three faces only format it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from urllib.parse import urldefrag
+
+from cdp_integration.session.models import Evaluation, NetworkExchange, Step
+from cdp_integration.session.store import Session
+
+__all__ = [
+    "EvaluationSummary",
+    "RequestRow",
+    "StepSummary",
+    "end_evaluation",
+    "evaluation_of",
+    "resolve_step",
+    "step_requests",
+    "step_summaries",
+    "step_summary",
+    "task_text",
+]
+
+
+def task_text(session: Session) -> str:
+    """What the agent was asked: the goal, else the WebArena config's intent, else the description."""
+    task = session.header.task
+    config = task.get("config")
+    intent = config.get("intent") if isinstance(config, dict) else None
+    for value in (task.get("goal"), intent, task.get("description")):
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return ""
+
+
+def resolve_step(session: Session, step: int) -> int:
+    """The index of ``step`` in ``session.steps``; negative counts from the end, like a list."""
+    count = len(session.steps)
+    index = step + count if step < 0 else step
+    if not 0 <= index < count:
+        where = f"steps 0..{count - 1}" if count else "no steps"
+        raise IndexError(f"step {step} is out of range: the session has {where}")
+    return index
+
+
+@dataclass(frozen=True)
+class RequestRow:
+    """One request/response hop, as a table row."""
+
+    step: int
+    method: str
+    url: str
+    status: int | None
+    """``None``: no response arrived (failed, or still pending when the step was captured)."""
+    resource_type: str
+    duration_ms: float
+    """``-1`` when unknown."""
+    mime_type: str = ""
+    error: str | None = None
+    origin: str = "agent"
+    tab_id: str | None = None
+    redirect_url: str | None = None
+
+    @property
+    def status_label(self) -> str:
+        if self.status is not None:
+            return str(self.status)
+        return self.error or "-"
+
+    @property
+    def time_label(self) -> str:
+        return f"{self.duration_ms:.0f} ms" if self.duration_ms >= 0 else "-"
+
+
+def _request_row(exchange: NetworkExchange, step: int) -> RequestRow:
+    response = exchange.response
+    return RequestRow(
+        step=step,
+        method=exchange.request.method,
+        url=exchange.request.url,
+        status=response.status if response else None,
+        resource_type=exchange.request.resource_type,
+        duration_ms=exchange.duration_ms,
+        mime_type=response.mime_type if response else "",
+        error=exchange.error,
+        origin=exchange.origin,
+        tab_id=exchange.tab_id,
+        redirect_url=(response.redirect_url or response.headers.get("location")) if response else None,
+    )
+
+
+def _exchanges(session: Session, index: int) -> list[NetworkExchange]:
+    exchanges = list(session.steps[index].network)
+    if session.end is not None and index == len(session.steps) - 1:
+        exchanges.extend(session.end.network)  # completed after the last capture (a final form POST)
+    return exchanges
+
+
+def step_requests(session: Session, step: int) -> tuple[RequestRow, ...]:
+    """The traffic captured with ``step`` (made since the previous step), in capture order."""
+    index = resolve_step(session, step)
+    return tuple(
+        _request_row(exchange, session.steps[index].index) for exchange in _exchanges(session, index)
+    )
+
+
+@dataclass(frozen=True)
+class EvaluationSummary:
+    """An evaluator's verdict on a step: the recorded evaluator run, or else the live reward."""
+
+    score: float | None
+    source: str
+    """``validate`` / ``probe`` (a recorded run of the official evaluator) or ``reward`` (the env's)."""
+    answer: str | None = None
+    error: str | None = None
+    calls: int = 0
+    """Questions the evaluator asked of the page (recorded for offline replay)."""
+
+    @property
+    def label(self) -> str:
+        score = "-" if self.score is None else f"{self.score:g}"
+        return f"{score} ({self.error})" if self.error else score
+
+
+def _summarize_evaluation(evaluation: Evaluation) -> EvaluationSummary:
+    return EvaluationSummary(
+        score=evaluation.score,
+        source=evaluation.kind,
+        answer=evaluation.answer,
+        error=evaluation.error,
+        calls=len(evaluation.calls),
+    )
+
+
+def evaluation_of(step: Step) -> EvaluationSummary | None:
+    """The step's recorded evaluator run if any, else its live reward, else ``None``."""
+    if step.evaluation is not None:
+        return _summarize_evaluation(step.evaluation)
+    if step.reward is not None:
+        return EvaluationSummary(score=step.reward, source="reward")
+    return None
+
+
+def end_evaluation(session: Session) -> EvaluationSummary | None:
+    """The end-of-episode evaluator run on the final state, when one was recorded."""
+    if session.end is None or session.end.probe is None:
+        return None
+    return _summarize_evaluation(session.end.probe)
+
+
+@dataclass(frozen=True)
+class StepSummary:
+    """One row of the step table."""
+
+    index: int
+    trigger: str
+    action: str | None
+    url: str
+    title: str
+    document_status: str
+    """The main document's status at this step, redirect hops joined by ``→`` (``-``: no navigation)."""
+    requests: int
+    capture_ms: float
+    faults: tuple[str, ...]
+    evaluation: EvaluationSummary | None
+    tabs: int
+    has_screenshot: bool
+
+    @property
+    def label(self) -> str:
+        """The action, or the trigger when the step had no action (``reset``)."""
+        return self.action or self.trigger
+
+
+def _same_page(a: str, b: str) -> bool:
+    return urldefrag(a).url == urldefrag(b).url
+
+
+def _document_status(step: Step, exchanges: Iterable[NetworkExchange]) -> str:
+    tab = step.active_tab
+    documents = [
+        e
+        for e in exchanges
+        if e.request.resource_type == "Document"
+        and e.origin == "agent"
+        and (tab is None or e.tab_id in (None, tab.tab_id))
+    ]
+    final = next((e for e in reversed(documents) if _same_page(e.request.url, step.url)), None)
+    if final is None:
+        return "-"
+    chain = [e for e in documents if e.request_id == final.request_id] or [final]
+    return "→".join(str(e.response.status) if e.response else (e.error or "no response") for e in chain)
+
+
+def step_summary(session: Session, step: int) -> StepSummary:
+    index = resolve_step(session, step)
+    captured = session.steps[index]
+    exchanges = _exchanges(session, index)
+    tab = captured.active_tab
+    return StepSummary(
+        index=captured.index,
+        trigger=captured.trigger,
+        action=captured.action,
+        url=captured.url,
+        title=captured.title,
+        document_status=_document_status(captured, exchanges),
+        requests=len(exchanges),
+        capture_ms=captured.capture_ms,
+        faults=tuple(f"{f.stage}: {f.error_type}: {f.message}" for f in captured.faults),
+        evaluation=evaluation_of(captured),
+        tabs=len(captured.tabs),
+        has_screenshot=bool(tab and tab.screenshot_png),
+    )
+
+
+def step_summaries(session: Session) -> tuple[StepSummary, ...]:
+    return tuple(step_summary(session, i) for i in range(len(session.steps)))

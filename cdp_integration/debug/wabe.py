@@ -1,0 +1,91 @@
+"""``cdp-session export-wabe``: a captured episode in WABE's result layout, for its LLM judge.
+
+WABE (Web Agent Browser Evaluation, Online-Mind2Web's judge run as a green agent) reads one directory
+per task::
+
+    DIR/result.json              task_id, task, final_result_response, action_history, thoughts,
+                                 screenshots, steps_taken, error, metadata
+    DIR/trajectory/step_NNN.png  the browser after step NNN (000: before the first action)
+
+Actions are written the way Mind2Web writes them (``[button] Sign In -> CLICK``), the element found in
+the page the agent acted on; screenshots come from sessions captured with ``screenshot=True``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from cdp_integration.debug.actions import mind2web_action
+from cdp_integration.debug.views import task_text
+from cdp_integration.errors import SessionFormatError
+from cdp_integration.session.store import Session
+
+__all__ = ["WabeExport", "export_wabe", "wabe_result"]
+
+
+@dataclass(frozen=True)
+class WabeExport:
+    result: Path
+    screenshots: tuple[Path, ...]
+    steps_taken: int
+
+
+def wabe_result(session: Session, screenshots: list[str]) -> dict[str, Any]:
+    """The ``result.json`` document for ``session`` (``screenshots``: paths relative to the task dir)."""
+    action_steps = [i for i, step in enumerate(session.steps) if step.action is not None]
+    actions = [mind2web_action(session, i) or "" for i in action_steps]
+    last = session.steps[-1] if session.steps else None
+    ended = session.end.ended if session.end else (last.timestamp if last else session.header.created)
+    result: dict[str, Any] = {
+        "task_id": session.instance_id or (session.path.name.split(".")[0] if session.path else "session"),
+        "task": task_text(session),
+        "final_result_response": session.final_answer or "",
+        "action_history": actions,
+        "thoughts": [],
+        "screenshots": screenshots,
+        "steps_taken": len(action_steps),
+        "error": None if session.complete else "the episode did not finish saving (partial session file)",
+        "metadata": {
+            "timestamp": datetime.fromtimestamp(ended, tz=UTC).isoformat(),
+            "total_steps": len(action_steps),
+            "final_url": last.url if last else None,
+            "screenshot_count": len(screenshots),
+            "agent_actions": [session.steps[i].action for i in action_steps],
+            "source": f"cdp-integration session {session.path.name if session.path else ''}".strip(),
+        },
+    }
+    for field in ("level", "max_steps"):
+        if field in session.header.task:
+            result[field] = session.header.task[field]
+    return result
+
+
+def export_wabe(session: Session, output: Path) -> WabeExport:
+    """Write ``output/result.json`` and ``output/trajectory/step_NNN.png``; old ``step_*.png`` go first."""
+    trajectory = output / "trajectory"
+    trajectory.mkdir(parents=True, exist_ok=True)
+    for stale in trajectory.glob("step_*.png"):
+        stale.unlink()
+    written: list[Path] = []
+    for step in session.steps:
+        tab = step.active_tab
+        if tab is None or not tab.screenshot_png:
+            continue
+        try:
+            png = base64.b64decode(tab.screenshot_png, validate=True)
+        except binascii.Error:
+            raise SessionFormatError(f"step {step.index}: screenshot is not base64") from None
+        path = trajectory / f"step_{step.index:03d}.png"
+        path.write_bytes(png)
+        written.append(path)
+    document = wabe_result(session, [p.relative_to(output).as_posix() for p in written])
+    result = output / "result.json"
+    result.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+    return WabeExport(result=result, screenshots=tuple(written), steps_taken=document["steps_taken"])

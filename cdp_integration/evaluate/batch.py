@@ -1,0 +1,553 @@
+"""Score a directory of sessions offline, one OpenHands-style line per session, streaming.
+
+A scale run is 1,000+ sessions, so nothing here holds more than one session per worker: each result
+is appended to ``output.jsonl`` and flushed as it arrives. A killed run therefore resumes where it
+stopped (sessions whose path is already in ``output.jsonl`` are skipped; a line cut short by the
+kill is dropped and its session scored again). Every exception the scorer raises, and a worker
+process dying, becomes a line with ``error`` / ``error_type``; one bad session never ends the run.
+
+One line of ``output.jsonl`` (``report.py`` reads these back)::
+
+    {"instance_id": str,
+     "instance": {"task_id", "intent_template_id", "sites", "eval_types"},
+     "history": [{"index", "action", "url"}, ...],
+     "test_result": {"score", "max_score", "live_reward", "live_max", "answer",
+                     "error", "error_type", "duration_ms"},
+     "metadata": {"session_path": <relative to the sessions dir>, "scorer": str}}
+
+The per-session scorer is ``cdp_integration.evaluate.scoring.score_session_file`` unless another is
+injected (``score_fn``); with ``workers > 1`` it must be a module-level function, since workers are
+spawned processes that receive it by reference.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import importlib.util
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import sys
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, ExitStack
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import click
+import orjson
+
+from cdp_integration.errors import CDPIntegrationError, EvaluationError
+
+__all__ = [
+    "OUTPUT_NAME",
+    "SCORERS",
+    "BatchSummary",
+    "ScoreFn",
+    "discover_sessions",
+    "load_configs",
+    "score_directory",
+]
+
+ScoreFn = Callable[..., Mapping[str, Any]]
+"""``(path, configs[, scorer=name]) -> result dict``, the contract of ``score_session_file``."""
+
+OUTPUT_NAME = "output.jsonl"
+SCORERS = ("webarena", "verified")
+DEFAULT_SCORER = "webarena"
+WORKER_CRASH = "WorkerCrash"
+"""``error_type`` of a session whose worker process died while scoring it."""
+
+_SESSION_SUFFIX = ".session.jsonl.gz"
+_PARTIAL_SUFFIX = _SESSION_SUFFIX + ".partial"
+_SCORER_MODULE = "cdp_integration.evaluate.scoring"
+_INSTANCE_FIELDS = ("task_id", "intent_template_id", "sites", "eval_types")
+_RESULT_FIELDS = ("score", "max_score", "live_reward", "live_max", "answer", "error", "error_type")
+_TRACEBACK_CHARS = 4000
+
+
+@dataclass(frozen=True)
+class BatchSummary:
+    """What one ``score_directory`` run did. Scores themselves are in ``output.jsonl`` / the report."""
+
+    output_path: Path
+    found: int
+    """Finished session files under the sessions directory."""
+    skipped: int
+    """Of those, already in ``output.jsonl`` (resumed run)."""
+    scored: int
+    """Lines written by this run, errors included."""
+    failed: int
+    """Of those, lines with an ``error``."""
+    error_types: Mapping[str, int] = field(default_factory=dict)
+    incomplete: tuple[Path, ...] = ()
+    """``*.partial`` files: episodes that never finished saving; not scored."""
+    workers: int = 1
+    elapsed_s: float = 0.0
+
+    @property
+    def sessions_per_s(self) -> float:
+        return self.scored / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+class _Job(NamedTuple):
+    path: str
+    rel: str
+    """Posix path relative to the sessions directory: the resume key."""
+
+
+def discover_sessions(root: Path) -> tuple[list[Path], list[Path]]:
+    """Finished session files and ``*.partial`` ones under ``root``, recursively, in a stable order.
+
+    An OpenHands ``run_infer`` output directory (``output.jsonl`` beside a sessions subdirectory) is
+    just another tree to walk.
+    """
+    sessions: list[Path] = []
+    partials: list[Path] = []
+    for directory, subdirs, files in os.walk(root):
+        subdirs.sort()
+        for name in sorted(files):
+            if name.endswith(_SESSION_SUFFIX):
+                sessions.append(Path(directory, name))
+            elif name.endswith(_PARTIAL_SUFFIX):
+                partials.append(Path(directory, name))
+    return sessions, partials
+
+
+def load_configs(path: str | os.PathLike[str]) -> dict[int, dict[str, Any]]:
+    """WebArena task configs by ``task_id`` from a JSON file or a directory of ``<task_id>.json``.
+
+    A file holds a list of configs (like WebArena's ``test.raw.json``), a list of
+    ``{"config": {...}, ...}`` items (the demo ``tasks.json``), or one config. A directory is read for
+    files named ``<digits>.json`` only, so a ``test.raw.json`` beside them is not read twice.
+    """
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(
+            (p for p in path.iterdir() if p.suffix == ".json" and p.stem.isdigit()), key=lambda p: int(p.stem)
+        )
+        if not files:
+            raise EvaluationError(f"{path}: no <task_id>.json config files in this directory")
+        configs: dict[int, dict[str, Any]] = {}
+        for file in files:
+            document = _read_json(file)
+            item = _config_of(document, f"{file}")
+            task_id = item.get("task_id", int(file.stem))
+            _add_config(configs, task_id, item, f"{file}")
+        return configs
+    if not path.exists():
+        raise EvaluationError(f"{path}: configs file not found")
+    document = _read_json(path)
+    items = document if isinstance(document, list) else [document]
+    configs = {}
+    for number, entry in enumerate(items):
+        where = f"{path}: item {number}"
+        item = _config_of(entry, where)
+        _add_config(configs, item.get("task_id"), item, where)
+    if not configs:
+        raise EvaluationError(f"{path}: holds no task configs")
+    return configs
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise EvaluationError(f"{path}: not valid JSON ({exc})") from None
+    except OSError as exc:
+        raise EvaluationError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def _config_of(entry: Any, where: str) -> dict[str, Any]:
+    if isinstance(entry, dict) and isinstance(entry.get("config"), dict):
+        entry = entry["config"]
+    if not isinstance(entry, dict) or "eval" not in entry:
+        raise EvaluationError(f"{where}: not a WebArena task config (an object with 'task_id' and 'eval')")
+    return entry
+
+
+def _add_config(configs: dict[int, dict[str, Any]], task_id: Any, config: dict[str, Any], where: str) -> None:
+    if not isinstance(task_id, int) or isinstance(task_id, bool):
+        raise EvaluationError(f"{where}: config has no integer 'task_id'")
+    if task_id in configs and configs[task_id] != config:
+        raise EvaluationError(f"{where}: task_id {task_id} appears twice with different configs")
+    configs[task_id] = config
+
+
+def score_directory(
+    sessions_dir: str | os.PathLike[str],
+    output_dir: str | os.PathLike[str],
+    *,
+    configs: Mapping[int, dict[str, Any]] | None = None,
+    workers: int = 1,
+    resume: bool = True,
+    scorer: str | None = None,
+    progress: bool = True,
+    score_fn: ScoreFn | None = None,
+) -> BatchSummary:
+    """Score every finished session under ``sessions_dir`` into ``output_dir/output.jsonl``.
+
+    ``workers == 1`` scores in this process; more uses that many spawned processes, each importing
+    the scorer once and holding one session at a time (only there does a scorer that kills its
+    process cost just its session). ``scorer`` is passed to the scorer as
+    ``scorer=`` when given (``webarena`` or ``verified``). ``resume=False`` starts a new
+    ``output.jsonl``. Raises ``EvaluationError`` for unusable arguments or a directory without
+    sessions, never for a bad session.
+    """
+    started = time.perf_counter()
+    sessions_root = Path(sessions_dir)
+    if not sessions_root.is_dir():
+        raise EvaluationError(f"{sessions_root}: sessions directory not found")
+    if workers < 1:
+        raise EvaluationError(f"workers must be at least 1, not {workers}")
+    if scorer is not None and scorer not in SCORERS:
+        raise EvaluationError(f"unknown scorer {scorer!r}; choose one of {', '.join(SCORERS)}")
+    if score_fn is None:
+        _check_default_scorer(import_it=workers == 1)
+    elif workers > 1:
+        _check_picklable(score_fn)
+    sessions, partials = discover_sessions(sessions_root)
+    if not sessions and not partials:
+        raise EvaluationError(f"{sessions_root}: no session files (*{_SESSION_SUFFIX}) found")
+    output_root = Path(output_dir)
+    output_root.mkdir(parents=True, exist_ok=True)
+    output_path = output_root / OUTPUT_NAME
+    done = _prepare_output(output_path, resume=resume)
+    jobs = [
+        _Job(str(path), rel)
+        for path in sessions
+        if (rel := path.relative_to(sessions_root).as_posix()) not in done
+    ]
+    del done
+    errors: Counter[str] = Counter()
+    written = 0
+    with ExitStack() as stack:
+        out = stack.enter_context(open(output_path, "ab"))
+        bar = stack.enter_context(_progress_bar(len(jobs), enabled=progress))
+        outcomes: Iterator[_Outcome]
+        if not jobs:
+            outcomes = iter(())
+        elif workers == 1:
+            fn = score_fn or _default_score_fn()
+            outcomes = (_score_one(fn, job, configs, scorer) for job in jobs)
+        else:
+            pool = stack.enter_context(_WorkerPool(min(workers, len(jobs)), score_fn, configs, scorer))
+            outcomes = pool.run(iter(jobs))
+        for outcome in outcomes:
+            out.write(outcome.line)
+            out.flush()
+            written += 1
+            if outcome.error_type is not None:
+                errors[outcome.error_type] += 1
+            bar.update(1)
+    return BatchSummary(
+        output_path=output_path,
+        found=len(sessions),
+        skipped=len(sessions) - len(jobs),
+        scored=written,
+        failed=sum(errors.values()),
+        error_types=dict(errors),
+        incomplete=tuple(partials),
+        workers=workers,
+        elapsed_s=time.perf_counter() - started,
+    )
+
+
+def _check_default_scorer(*, import_it: bool) -> None:
+    """Fail before any output if the real scorer is missing (workers re-import it themselves)."""
+    if import_it:
+        _default_score_fn()
+    elif importlib.util.find_spec(_SCORER_MODULE) is None:
+        raise EvaluationError(f"the offline scorer ({_SCORER_MODULE}) is not installed")
+
+
+def _check_picklable(score_fn: ScoreFn) -> None:
+    import pickle
+
+    try:
+        pickle.dumps(score_fn)
+    except (pickle.PicklingError, AttributeError, TypeError) as exc:
+        raise TypeError(
+            f"score_fn {score_fn!r} cannot be sent to worker processes ({exc}); "
+            "use a module-level function or workers=1"
+        ) from None
+
+
+def _default_score_fn() -> ScoreFn:
+    try:
+        module = importlib.import_module(_SCORER_MODULE)
+    except ImportError as exc:
+        raise EvaluationError(f"the offline scorer ({_SCORER_MODULE}) cannot be imported: {exc}") from None
+    score: ScoreFn | None = getattr(module, "score_session_file", None)
+    if score is None:
+        raise EvaluationError(f"the offline scorer ({_SCORER_MODULE}) has no score_session_file")
+    return score
+
+
+def _prepare_output(path: Path, *, resume: bool) -> set[str]:
+    """Session paths already scored in ``path``; drops a last line cut short by a kill.
+
+    Refuses an ``output.jsonl`` this module did not write (e.g. OpenHands ``run_infer``'s own), so
+    an evaluation never overwrites or extends it.
+    """
+    if not path.exists():
+        path.write_bytes(b"")
+        return set()
+    done: set[str] = set()
+    with open(path, "r+b") as file:
+        complete_bytes = 0
+        for number, line in enumerate(file, 1):
+            if not line.endswith(b"\n"):
+                break
+            complete_bytes += len(line)
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            metadata = record.get("metadata") if isinstance(record, dict) else None
+            rel = metadata.get("session_path") if isinstance(metadata, dict) else None
+            if not isinstance(rel, str):
+                raise EvaluationError(
+                    f"{path}: line {number} was not written by eval_infer (no metadata.session_path); "
+                    "choose another output directory"
+                )
+            done.add(rel)
+        file.seek(0, os.SEEK_END)
+        if not resume:
+            file.truncate(0)
+            return set()
+        if file.tell() > complete_bytes:
+            file.truncate(complete_bytes)
+    return done
+
+
+class _Outcome(NamedTuple):
+    line: bytes
+    error_type: str | None
+
+
+def _score_one(
+    fn: ScoreFn, job: _Job, configs: Mapping[int, dict[str, Any]] | None, scorer: str | None
+) -> _Outcome:
+    """Score one session into its output line; any exception becomes an error line."""
+    started = time.perf_counter()
+    try:
+        path = Path(job.path)
+        result = fn(path, configs) if scorer is None else fn(path, configs, scorer=scorer)
+        if not isinstance(result, Mapping):
+            raise TypeError(f"the scorer returned {type(result).__name__}, not a dict")
+        record = _result_record(result, job, scorer, elapsed_ms=(time.perf_counter() - started) * 1000)
+        return _Outcome(orjson.dumps(record) + b"\n", record["test_result"]["error_type"])
+    except (Exception, SystemExit) as exc:
+        error_type = type(exc).__name__
+        trace = None
+        if not isinstance(exc, CDPIntegrationError):
+            trace = traceback.format_exc()[-_TRACEBACK_CHARS:]
+        record = _error_record(
+            job,
+            scorer,
+            error=str(exc) or error_type,
+            error_type=error_type,
+            duration_ms=(time.perf_counter() - started) * 1000,
+            trace=trace,
+        )
+        return _Outcome(orjson.dumps(record) + b"\n", error_type)
+
+
+def _fallback_instance_id(job: _Job) -> str:
+    name = Path(job.rel).name
+    return name.removesuffix(_SESSION_SUFFIX)
+
+
+def _result_record(
+    result: Mapping[str, Any], job: _Job, scorer: str | None, *, elapsed_ms: float
+) -> dict[str, Any]:
+    instance = {name: result.get(name) for name in _INSTANCE_FIELDS}
+    instance["sites"] = list(instance["sites"] or [])
+    instance["eval_types"] = list(instance["eval_types"] or [])
+    test_result = {name: result.get(name) for name in _RESULT_FIELDS}
+    duration = result.get("duration_ms")
+    test_result["duration_ms"] = duration if isinstance(duration, int | float) else elapsed_ms
+    if test_result["error"] is not None and test_result["error_type"] is None:
+        test_result["error_type"] = "Error"
+    return {
+        "instance_id": str(result.get("instance_id") or _fallback_instance_id(job)),
+        "instance": instance,
+        "history": list(result.get("history") or []),
+        "test_result": test_result,
+        "metadata": {"session_path": job.rel, "scorer": scorer or DEFAULT_SCORER},
+    }
+
+
+def _error_record(
+    job: _Job,
+    scorer: str | None,
+    *,
+    error: str,
+    error_type: str,
+    duration_ms: float,
+    trace: str | None = None,
+) -> dict[str, Any]:
+    test_result: dict[str, Any] = dict.fromkeys(_RESULT_FIELDS)
+    test_result.update(error=error, error_type=error_type, duration_ms=duration_ms)
+    metadata: dict[str, Any] = {"session_path": job.rel, "scorer": scorer or DEFAULT_SCORER}
+    if trace is not None:
+        metadata["traceback"] = trace
+    return {
+        "instance_id": _fallback_instance_id(job),
+        "instance": {"task_id": None, "intent_template_id": None, "sites": [], "eval_types": []},
+        "history": [],
+        "test_result": test_result,
+        "metadata": metadata,
+    }
+
+
+def _progress_bar(total: int, *, enabled: bool) -> AbstractContextManager[Any]:
+    if enabled and total and sys.stderr.isatty():
+        return click.progressbar(length=total, label="scoring", file=sys.stderr, show_pos=True)
+    return _NoProgress()
+
+
+class _NoProgress(AbstractContextManager[Any]):
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def update(self, steps: int) -> None:
+        return None
+
+
+def _worker_main(
+    conn: Connection,
+    score_fn: ScoreFn | None,
+    configs: Mapping[int, dict[str, Any]] | None,
+    scorer: str | None,
+) -> None:
+    """A worker process: import the scorer once, then score one job at a time until told to stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    fn = score_fn
+    if fn is None:
+        try:
+            fn = _default_score_fn()
+        except EvaluationError as exc:
+            fn = functools.partial(_raise, exc)  # every job gets the import error as its result
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):
+            return
+        if job is None:
+            return
+        outcome = _score_one(fn, _Job(*job), configs, scorer)
+        try:
+            conn.send(outcome)
+        except OSError:  # the parent is gone
+            return
+
+
+def _raise(error: Exception, *args: Any, **kwargs: Any) -> Mapping[str, Any]:
+    raise error
+
+
+@dataclass
+class _Worker:
+    process: BaseProcess
+    conn: Connection
+    job: _Job | None = None
+
+
+class _WorkerPool(AbstractContextManager["_WorkerPool"]):
+    """Spawned workers, one job each at a time, so the parent always knows which session a dead
+    worker was scoring (``concurrent.futures`` cannot tell: a crash breaks the whole pool)."""
+
+    def __init__(
+        self,
+        size: int,
+        score_fn: ScoreFn | None,
+        configs: Mapping[int, dict[str, Any]] | None,
+        scorer: str | None,
+    ) -> None:
+        self._context = multiprocessing.get_context("spawn")
+        self._args = (score_fn, dict(configs) if configs is not None else None, scorer)
+        self._scorer = scorer
+        self._workers: list[_Worker] = []
+        try:
+            for _ in range(size):
+                self._workers.append(self._start())
+        except BaseException:
+            self.__exit__(RuntimeError)
+            raise
+
+    def _start(self) -> _Worker:
+        parent_end, child_end = self._context.Pipe()
+        process = self._context.Process(
+            target=_worker_main, args=(child_end, *self._args), name="eval-worker"
+        )
+        process.start()
+        child_end.close()
+        return _Worker(process, parent_end)
+
+    def run(self, jobs: Iterator[_Job]) -> Iterator[_Outcome]:
+        """Results in completion order; a worker that dies is replaced and its job recorded as a crash."""
+        remaining = True
+        while True:
+            busy: dict[Connection, tuple[_Worker, _Job]] = {}
+            for worker in self._workers:
+                if worker.job is None and remaining:
+                    worker.job = next(jobs, None)
+                    remaining = worker.job is not None
+                    if worker.job is not None:
+                        with contextlib.suppress(OSError):  # a dead worker's pipe reads EOF below
+                            worker.conn.send(tuple(worker.job))
+                if worker.job is not None:
+                    busy[worker.conn] = (worker, worker.job)
+            if not busy:
+                return
+            for conn in multiprocessing.connection.wait(list(busy)):
+                worker, job = busy[conn]  # type: ignore[index]
+                worker.job = None
+                try:
+                    outcome: _Outcome = worker.conn.recv()
+                except (EOFError, OSError):
+                    outcome = self._replace_crashed(worker, job)
+                yield outcome
+
+    def _replace_crashed(self, worker: _Worker, job: _Job) -> _Outcome:
+        worker.conn.close()
+        worker.process.join(timeout=5)
+        code = worker.process.exitcode
+        if code is not None and code < 0:
+            how = f"was killed by {signal.Signals(-code).name}"
+        else:
+            how = f"exited with code {code}"
+        self._workers[self._workers.index(worker)] = self._start()
+        record = _error_record(
+            job,
+            self._scorer,
+            error=f"the worker process {how} while scoring this session",
+            error_type=WORKER_CRASH,
+            duration_ms=0.0,
+        )
+        return _Outcome(orjson.dumps(record) + b"\n", WORKER_CRASH)
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        """Stop idle workers politely; terminate busy ones (an error or Ctrl-C ended the run)."""
+        for worker in self._workers:
+            if exc_type is None and worker.job is None:
+                with contextlib.suppress(OSError):
+                    worker.conn.send(None)
+            else:
+                worker.process.terminate()
+        for worker in self._workers:
+            worker.process.join(timeout=10)
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join()
+            worker.conn.close()

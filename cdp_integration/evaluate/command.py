@@ -1,0 +1,101 @@
+"""The ``eval`` command, shared by ``cdp-session eval`` and ``evaluation/benchmarks/webarena/eval_infer.py``.
+
+Thin: argument checks, then ``batch.score_directory`` and ``report.write_report``. Every
+``CDPIntegrationError`` (missing directory, bad configs file, ...) is one line on stderr, exit code 2.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from cdp_integration.errors import CDPIntegrationError
+from cdp_integration.evaluate.batch import DEFAULT_SCORER, SCORERS, load_configs, score_directory
+from cdp_integration.evaluate.report import REPORT_JSON, REPORT_MD, format_summary, write_report
+
+__all__ = ["eval_command", "register_eval_command"]
+
+DEFAULT_OUTPUT_SUBDIR = "eval_output"
+
+
+@click.command("eval")
+@click.argument("sessions_dir", type=click.Path(path_type=Path))
+@click.option(
+    "-o",
+    "--output-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help=f"Where output.jsonl, report.json and report.md go [default: SESSIONS_DIR/{DEFAULT_OUTPUT_SUBDIR}].",
+)
+@click.option(
+    "--configs",
+    "configs_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="WebArena task configs: a JSON list (test.raw.json, or the demo tasks.json) or a directory of "
+    "<task_id>.json files. Default: the config each session carries.",
+)
+@click.option("--workers", type=int, default=1, show_default=True, help="Scoring processes.")
+@click.option("--no-resume", is_flag=True, help="Score every session again, starting a new output.jsonl.")
+@click.option(
+    "--scorer",
+    type=click.Choice(SCORERS),
+    default=DEFAULT_SCORER,
+    show_default=True,
+    help="webarena: the official WebArena evaluators; verified: WebArena-Verified.",
+)
+@click.option(
+    "--no-progress", is_flag=True, help="No progress bar (off anyway when stderr is not a terminal)."
+)
+@click.pass_context
+def eval_command(
+    ctx: click.Context,
+    sessions_dir: Path,
+    output_dir: Path | None,
+    configs_path: Path | None,
+    workers: int,
+    no_resume: bool,
+    scorer: str,
+    no_progress: bool,
+) -> None:
+    """Score a directory of sessions offline; write output.jsonl and a report.
+
+    Sessions already in the output's output.jsonl are skipped, so a stopped run picks up where it
+    was. SESSIONS_DIR may also be an OpenHands run_infer output directory (sessions in a subdirectory).
+    """
+    try:
+        configs = load_configs(configs_path) if configs_path is not None else None
+        output_dir = output_dir if output_dir is not None else sessions_dir / DEFAULT_OUTPUT_SUBDIR
+        summary = score_directory(
+            sessions_dir,
+            output_dir,
+            configs=configs,
+            workers=workers,
+            resume=not no_resume,
+            scorer=scorer,
+            progress=not no_progress,
+        )
+        incomplete = [path.relative_to(sessions_dir).as_posix() for path in summary.incomplete]
+        report = write_report(output_dir, incomplete_sessions=incomplete)
+    except CDPIntegrationError as exc:
+        if ctx.parent is not None:
+            raise  # inside cdp-session: its group prints it the same way
+        click.echo(f"{ctx.info_name}: error: {exc}", err=True)
+        ctx.exit(2)
+    click.echo(
+        f"scored {summary.scored} sessions ({summary.failed} could not be scored) in {summary.elapsed_s:.1f} s, "
+        f"{summary.sessions_per_s:.1f} sessions/s with {summary.workers} worker(s); "
+        f"{summary.skipped} already scored, skipped"
+    )
+    if incomplete:
+        click.echo(f"{len(incomplete)} incomplete sessions (*.partial) not scored, e.g. {incomplete[0]}")
+    click.echo("")
+    click.echo(format_summary(report))
+    click.echo("")
+    click.echo(f"wrote {summary.output_path}, {output_dir / REPORT_JSON}, {output_dir / REPORT_MD}")
+
+
+def register_eval_command(group: click.Group) -> None:
+    """Add ``eval`` to the ``cdp-session`` group."""
+    group.add_command(eval_command)

@@ -1,0 +1,406 @@
+"""Summarize an evaluation's ``output.jsonl`` (see ``batch.py``) into ``report.json`` and ``report.md``.
+
+The file is read line by line; memory grows with the number of sites and intent templates, not
+sessions. What is reported, and how:
+
+- ``score`` (final-state offline score) and ``max_score`` (max over per-step offline scores, the
+  BrowserGym / OpenHands reward): mean over the sessions that have the value, the same with
+  unscored sessions counted as 0, per site, and the template-level macro average (mean per
+  ``intent_template_id``, then the mean of those) with a bootstrap confidence interval that
+  resamples templates. A session without a template id stands for its own template.
+- Sites: a session counts under the ``+``-joined list of its sites, so multi-site tasks form their
+  own group and every session is counted once.
+- Live vs offline agreement: ``live_reward`` against ``score`` and ``live_max`` against ``max_score``,
+  over sessions that have both.
+- Failure modes: errors by ``error_type``; sessions scored 0 without error, by eval types.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+__all__ = [
+    "REPORT_JSON",
+    "REPORT_MD",
+    "Agreement",
+    "GroupMean",
+    "MacroAverage",
+    "Metric",
+    "Report",
+    "bootstrap_ci",
+    "build_report",
+    "format_markdown",
+    "format_summary",
+    "write_report",
+]
+
+REPORT_JSON = "report.json"
+REPORT_MD = "report.md"
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 0
+CONFIDENCE = 0.95
+_MISMATCHES_LISTED = 20
+_EQUAL_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class GroupMean:
+    sessions: int
+    mean: float | None
+
+
+@dataclass(frozen=True)
+class MacroAverage:
+    """Mean of per-template means, with a bootstrap CI over templates (``None`` when no data)."""
+
+    templates: int
+    mean: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+
+@dataclass(frozen=True)
+class Metric:
+    sessions: int
+    """Sessions that have this value (unscored sessions have none)."""
+    mean: float | None
+    mean_unscored_as_zero: float | None
+    """Over every session in the file: what a success rate with failures-to-score as 0 would say."""
+    macro: MacroAverage
+    per_site: dict[str, GroupMean]
+
+
+@dataclass(frozen=True)
+class Agreement:
+    compared: int
+    equal: int
+    mismatched: tuple[str, ...] = ()
+    """Instance ids of the first disagreements."""
+
+    @property
+    def rate(self) -> float | None:
+        return self.equal / self.compared if self.compared else None
+
+
+@dataclass(frozen=True)
+class Report:
+    sessions: int
+    errors: int
+    score: Metric
+    max_score: Metric
+    live_vs_offline: Agreement
+    """``live_reward`` vs the final-state ``score``."""
+    live_max_vs_offline_max: Agreement
+    """``live_max`` vs ``max_score``."""
+    errors_by_type: dict[str, int]
+    zero_score_by_eval_type: dict[str, int]
+    """Sessions scored 0 without an error (a wrong answer, page or state), by their eval types."""
+    unreadable_lines: int = 0
+    incomplete_sessions: tuple[str, ...] = ()
+    bootstrap: dict[str, Any] = field(
+        default_factory=lambda: {
+            "resamples": BOOTSTRAP_RESAMPLES,
+            "seed": BOOTSTRAP_SEED,
+            "confidence": CONFIDENCE,
+        }
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["live_vs_offline"]["rate"] = self.live_vs_offline.rate
+        data["live_max_vs_offline_max"]["rate"] = self.live_max_vs_offline_max.rate
+        return data
+
+
+def bootstrap_ci(
+    values: Sequence[float],
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    confidence: float = CONFIDENCE,
+) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of the mean of ``values``; same inputs, same interval."""
+    if not values:
+        return None
+    rng = random.Random(seed)
+    count = len(values)
+    means = sorted(math.fsum(rng.choices(values, k=count)) / count for _ in range(resamples))
+    tail = (1 - confidence) / 2
+    return _quantile(means, tail), _quantile(means, 1 - tail)
+
+
+def _quantile(ordered: Sequence[float], q: float) -> float:
+    position = q * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+class _MetricTotals:
+    """Running sums for one metric; template and site groups are keyed, sessions are not kept."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.total = 0.0
+        self.sites: dict[str, list[float]] = {}
+        self.templates: dict[str, list[float]] = {}
+
+    def add(self, value: float, site: str, template: str) -> None:
+        self.count += 1
+        self.total += value
+        for groups, key in ((self.sites, site), (self.templates, template)):
+            sums = groups.setdefault(key, [0, 0.0])
+            sums[0] += 1
+            sums[1] += value
+
+    def result(self, sessions: int) -> Metric:
+        template_means = [total / count for _, (count, total) in sorted(self.templates.items())]
+        ci = bootstrap_ci(template_means)
+        return Metric(
+            sessions=self.count,
+            mean=self.total / self.count if self.count else None,
+            mean_unscored_as_zero=self.total / sessions if sessions else None,
+            macro=MacroAverage(
+                templates=len(template_means),
+                mean=math.fsum(template_means) / len(template_means) if template_means else None,
+                ci_low=ci[0] if ci else None,
+                ci_high=ci[1] if ci else None,
+            ),
+            per_site={
+                site: GroupMean(int(count), total / count)
+                for site, (count, total) in sorted(self.sites.items())
+            },
+        )
+
+
+class _AgreementTotals:
+    def __init__(self) -> None:
+        self.compared = 0
+        self.equal = 0
+        self.mismatched: list[str] = []
+
+    def add(self, live: Any, offline: Any, instance_id: str) -> None:
+        if not _is_number(live) or not _is_number(offline):
+            return
+        self.compared += 1
+        if abs(live - offline) <= _EQUAL_TOLERANCE:
+            self.equal += 1
+        elif len(self.mismatched) < _MISMATCHES_LISTED:
+            self.mismatched.append(instance_id)
+
+    def result(self) -> Agreement:
+        return Agreement(self.compared, self.equal, tuple(self.mismatched))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _iter_lines(path: Path, unreadable: list[int]) -> Iterator[dict[str, Any]]:
+    with open(path, "rb") as file:
+        for line in file:
+            if not line.strip():
+                continue
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                unreadable[0] += 1
+                continue
+            if isinstance(record, dict) and isinstance(record.get("test_result"), dict):
+                yield record
+            else:
+                unreadable[0] += 1
+
+
+def _template_key(instance: dict[str, Any], instance_id: str) -> str:
+    if instance.get("intent_template_id") is not None:
+        return f"template:{instance['intent_template_id']}"
+    if instance.get("task_id") is not None:
+        return f"task:{instance['task_id']}"
+    return f"instance:{instance_id}"
+
+
+def build_report(output_jsonl: str | os.PathLike[str], *, incomplete_sessions: Iterable[str] = ()) -> Report:
+    """Read an evaluation's ``output.jsonl`` once and compute every figure of the report."""
+    sessions = errors = 0
+    unreadable = [0]
+    score, max_score = _MetricTotals(), _MetricTotals()
+    live, live_max = _AgreementTotals(), _AgreementTotals()
+    errors_by_type: Counter[str] = Counter()
+    zero_by_eval: Counter[str] = Counter()
+    for record in _iter_lines(Path(output_jsonl), unreadable):
+        sessions += 1
+        result = record["test_result"]
+        instance = record.get("instance")
+        if not isinstance(instance, dict):
+            instance = {}
+        instance_id = str(record.get("instance_id"))
+        site = "+".join(sorted(instance.get("sites") or [])) or "(no site)"
+        template = _template_key(instance, instance_id)
+        if result.get("error") is not None or result.get("error_type") is not None:
+            errors += 1
+            errors_by_type[result.get("error_type") or "Error"] += 1
+        elif _is_number(result.get("score")) and result["score"] == 0:
+            zero_by_eval["+".join(instance.get("eval_types") or []) or "(no eval type)"] += 1
+        if _is_number(result.get("score")):
+            score.add(result["score"], site, template)
+        if _is_number(result.get("max_score")):
+            max_score.add(result["max_score"], site, template)
+        live.add(result.get("live_reward"), result.get("score"), instance_id)
+        live_max.add(result.get("live_max"), result.get("max_score"), instance_id)
+    return Report(
+        sessions=sessions,
+        errors=errors,
+        score=score.result(sessions),
+        max_score=max_score.result(sessions),
+        live_vs_offline=live.result(),
+        live_max_vs_offline_max=live_max.result(),
+        errors_by_type=dict(errors_by_type.most_common()),
+        zero_score_by_eval_type=dict(zero_by_eval.most_common()),
+        unreadable_lines=unreadable[0],
+        incomplete_sessions=tuple(incomplete_sessions),
+    )
+
+
+def write_report(output_dir: str | os.PathLike[str], *, incomplete_sessions: Iterable[str] = ()) -> Report:
+    """Build the report from ``output_dir/output.jsonl``; write ``report.json`` and ``report.md`` beside it."""
+    directory = Path(output_dir)
+    report = build_report(directory / "output.jsonl", incomplete_sessions=incomplete_sessions)
+    (directory / REPORT_JSON).write_bytes(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2) + b"\n")
+    (directory / REPORT_MD).write_text(format_markdown(report))
+    return report
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _ci(macro: MacroAverage) -> str:
+    if macro.ci_low is None or macro.ci_high is None:
+        return "-"
+    return f"[{macro.ci_low:.3f}, {macro.ci_high:.3f}]"
+
+
+def _agreement(agreement: Agreement) -> str:
+    if not agreement.compared:
+        return "no session has both values"
+    return f"{agreement.equal}/{agreement.compared} equal ({agreement.rate:.1%})"
+
+
+def format_summary(report: Report) -> str:
+    """The plain-text table the ``eval`` command prints."""
+    confidence = f"{CONFIDENCE:.0%} CI"
+    rows = [
+        ("metric", "sessions", "mean", "unscored=0", "templates", "macro", confidence),
+    ]
+    for name, metric in (("score", report.score), ("max_score", report.max_score)):
+        rows.append(
+            (
+                name,
+                str(metric.sessions),
+                _num(metric.mean),
+                _num(metric.mean_unscored_as_zero),
+                str(metric.macro.templates),
+                _num(metric.macro.mean),
+                _ci(metric.macro),
+            )
+        )
+    lines = _table(rows)
+    lines.append("")
+    lines.append(f"{'site':<32} {'sessions':>8} {'score':>7} {'max_score':>9}")
+    for site, group in report.score.per_site.items():
+        max_group = report.max_score.per_site.get(site)
+        lines.append(
+            f"{site:<32} {group.sessions:>8} {_num(group.mean):>7} {_num(max_group.mean if max_group else None):>9}"
+        )
+    lines.append("")
+    lines.append(f"live vs offline score:    {_agreement(report.live_vs_offline)}")
+    lines.append(f"live max vs offline max:  {_agreement(report.live_max_vs_offline_max)}")
+    failures = [f"{kind} {count}" for kind, count in report.errors_by_type.items()]
+    failures += [f"score 0 ({kind}) {count}" for kind, count in report.zero_score_by_eval_type.items()]
+    lines.append(f"failure modes:            {', '.join(failures) or 'none'}")
+    if report.unreadable_lines:
+        lines.append(f"unreadable lines:         {report.unreadable_lines}")
+    if report.incomplete_sessions:
+        lines.append(f"incomplete (*.partial):   {len(report.incomplete_sessions)} not scored")
+    return "\n".join(lines)
+
+
+def _table(rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(
+            cell.ljust(width) if i == 0 else cell.rjust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in rows
+    ]
+
+
+def format_markdown(report: Report) -> str:
+    confidence = f"{CONFIDENCE:.0%}"
+    out = [
+        "# Offline evaluation report",
+        "",
+        f"{report.sessions} sessions, {report.errors} could not be scored.",
+        "",
+        f"| metric | sessions | mean | mean (unscored = 0) | templates | macro mean | {confidence} CI |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for name, metric in (
+        ("score (final state)", report.score),
+        ("max_score (max over steps)", report.max_score),
+    ):
+        out.append(
+            f"| {name} | {metric.sessions} | {_num(metric.mean)} | {_num(metric.mean_unscored_as_zero)} | "
+            f"{metric.macro.templates} | {_num(metric.macro.mean)} | {_ci(metric.macro)} |"
+        )
+    out += [
+        "",
+        "Macro: mean per intent template, then the mean of those; the interval is a percentile bootstrap "
+        f"over templates ({report.bootstrap['resamples']} resamples, seed {report.bootstrap['seed']}).",
+        "",
+        "## Per site",
+        "",
+        "| site | sessions | score | max_score |",
+        "|---|---:|---:|---:|",
+    ]
+    for site, group in report.score.per_site.items():
+        max_group = report.max_score.per_site.get(site)
+        out.append(
+            f"| {site} | {group.sessions} | {_num(group.mean)} | {_num(max_group.mean if max_group else None)} |"
+        )
+    out += [
+        "",
+        "## Live vs offline",
+        "",
+        f"- live reward vs final-state score: {_agreement(report.live_vs_offline)}",
+        f"- live max vs max over steps: {_agreement(report.live_max_vs_offline_max)}",
+    ]
+    for label, agreement in (("score", report.live_vs_offline), ("max", report.live_max_vs_offline_max)):
+        if agreement.mismatched:
+            out.append(
+                f"- {label} mismatches (first {len(agreement.mismatched)}): {', '.join(agreement.mismatched)}"
+            )
+    out += ["", "## Failure modes", "", "| failure | sessions |", "|---|---:|"]
+    for kind, count in report.errors_by_type.items():
+        out.append(f"| error: {kind} | {count} |")
+    for kind, count in report.zero_score_by_eval_type.items():
+        out.append(f"| score 0, no error: {kind} | {count} |")
+    if not report.errors_by_type and not report.zero_score_by_eval_type:
+        out.append("| none | 0 |")
+    if report.unreadable_lines:
+        out += ["", f"{report.unreadable_lines} lines of output.jsonl could not be read and were skipped."]
+    if report.incomplete_sessions:
+        out += ["", f"## Incomplete sessions ({len(report.incomplete_sessions)}, not scored)", ""]
+        out += [f"- `{path}`" for path in report.incomplete_sessions]
+    return "\n".join(out) + "\n"

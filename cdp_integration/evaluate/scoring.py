@@ -1,0 +1,241 @@
+"""Score a captured episode offline with the official WebArena evaluator, as BrowserGym scores it live.
+
+Live, BrowserGym's ``GenericWebArenaTask.validate(page, chat_messages)`` runs after every step: it
+checks that every open tab is on a WebArena site, builds a two-item trajectory from the last chat
+message, and calls the evaluator built by libwebarena's ``evaluator_router``. Offline we call that
+same ``validate`` method, unmodified, with a ``MockPage`` of the captured step in place of the live
+page and with the evaluator's recorded HTTP answers (REST helpers, LLM judge) replayed. Its fixed
+3 s waits are skipped and its site globals point at the URLs the episode ran against
+(``evaluate.official``).
+
+Two numbers per episode, as NOTES describes: ``score`` (WebArena's own definition: the evaluation
+of the final state) and ``max_score`` (BrowserGym/OpenHands: the best per-step reward).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import types
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cdp_integration import environment
+from cdp_integration.capture.probes import webarena_config_file
+from cdp_integration.errors import CDPIntegrationError, EvaluationError, ReplayMissError
+from cdp_integration.evaluate.official import skip_evaluator_sleep, use_site_urls
+from cdp_integration.replay.page import MockBrowserContext
+from cdp_integration.replay.recorded import replay_http
+from cdp_integration.session.models import Evaluation
+from cdp_integration.session.store import Session, load_session
+
+__all__ = [
+    "SessionScore",
+    "StepScore",
+    "evaluate_session",
+    "evaluate_step",
+    "score_session_file",
+    "session_config",
+]
+
+_PLACEHOLDERS = {
+    "__SHOPPING_ADMIN__": "SHOPPING_ADMIN",
+    "__SHOPPING__": "SHOPPING",
+    "__REDDIT__": "REDDIT",
+    "__GITLAB__": "GITLAB",
+    "__WIKIPEDIA__": "WIKIPEDIA",
+    "__MAP__": "MAP",
+    "__HOMEPAGE__": "HOMEPAGE",
+}
+
+
+@dataclass(frozen=True)
+class StepScore:
+    step: int
+    score: float | None
+    live_reward: float | None
+    source: str
+    """``recorded``: the live evaluator's recorded answers; ``captured``: no recording, the captured
+    DOM answered."""
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class SessionScore:
+    instance_id: str | None
+    task_id: int | None
+    intent_template_id: int | None
+    sites: list[str]
+    eval_types: list[str]
+    score: float | None
+    max_score: float | None
+    live_reward: float | None
+    live_max: float | None
+    answer: str | None
+    history: list[dict[str, Any]]
+    steps: list[StepScore] = field(default_factory=list)
+    error: str | None = None
+    error_type: str | None = None
+    duration_ms: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def site_urls(session: Session) -> dict[str, str]:
+    urls = session.header.task.get("site_urls")
+    return {str(k).upper(): str(v) for k, v in urls.items()} if isinstance(urls, dict) else {}
+
+
+def session_config(session: Session, config: Mapping[str, Any] | str | Path | None = None) -> dict[str, Any]:
+    """The task's WebArena config: ``config`` (dict or JSON file) or the one the session recorded,
+    with URL placeholders replaced by the sites the episode ran against."""
+    if isinstance(config, str | Path):
+        try:
+            config = json.loads(Path(config).read_text())
+        except (OSError, ValueError) as exc:
+            raise EvaluationError(f"cannot read WebArena config {config}: {exc}") from None
+    if config is None:
+        config = session.header.task.get("config")
+    if not isinstance(config, Mapping) or not isinstance(config.get("eval"), Mapping):
+        raise EvaluationError(
+            f"{session.path or 'session'}: no WebArena task config (none recorded in the session; pass one)"
+        )
+    text = json.dumps(config)
+    urls = site_urls(session)
+    for placeholder, site in _PLACEHOLDERS.items():
+        if placeholder in text:
+            if site not in urls:
+                raise EvaluationError(f"the config uses {placeholder} but the session recorded no {site} URL")
+            text = text.replace(placeholder, urls[site])
+    result: dict[str, Any] = json.loads(text)
+    return result
+
+
+def _chat_messages(evaluation: Evaluation | None, final_answer: str | None) -> list[dict[str, str]]:
+    """The chat BrowserGym's ``validate`` saw, rebuilt from what was recorded of it."""
+    if evaluation is not None and evaluation.chat_role is not None:
+        message = evaluation.answer if evaluation.action_type == "STOP" else ""
+        return [{"role": evaluation.chat_role, "message": message or ""}]
+    if evaluation is not None and evaluation.action_type == "STOP":
+        return [{"role": "assistant", "message": evaluation.answer or ""}]
+    if evaluation is None and final_answer is not None:
+        return [{"role": "assistant", "message": final_answer}]
+    return [{"role": "user", "message": ""}]
+
+
+def _webarena_task(config_file: str, urls: Mapping[str, str], tab_urls: list[str]) -> Any:
+    """A BrowserGym ``GenericWebArenaTask`` ready to ``validate``, without its live set-up."""
+    from browsergym.webarena.task import GenericWebArenaTask
+    from webarena.evaluation_harness.evaluators import evaluator_router
+
+    task = GenericWebArenaTask.__new__(GenericWebArenaTask)
+    if urls:
+        sites = {name.lower(): url for name, url in urls.items() if name != "HOMEPAGE"}
+        home = urls.get("HOMEPAGE", "")
+    else:  # sites unknown: authorize what was open, so the tab safeguard cannot misfire
+        sites = {f"tab{i}": url for i, url in enumerate(tab_urls)}
+        home = ""
+    task.webarena_instance = types.SimpleNamespace(urls=sites, home_url=home)
+    task.config_file = config_file
+    task.evaluator = evaluator_router(config_file)
+    return task
+
+
+def evaluate_step(session: Session, step: int, config: Mapping[str, Any] | None = None) -> StepScore:
+    """Replay BrowserGym's ``validate`` at ``step`` offline; raise ``ReplayMissError`` on a gap."""
+    environment.prepare()
+    config = session_config(session, config)
+    context = MockBrowserContext(session, step)
+    evaluation = context.evaluation
+    page = context.active_page
+    chat = _chat_messages(evaluation, session.final_answer if step in (-1, len(session.steps) - 1) else None)
+    urls = site_urls(session)
+    with (
+        use_site_urls(urls),
+        skip_evaluator_sleep(),
+        webarena_config_file(config) as config_file,
+        replay_http(evaluation.http if evaluation else ()) as http,
+    ):
+        task = _webarena_task(config_file, urls, [p.url for p in context.pages])
+        score, _done, _message, info = task.validate(page, chat)
+    misses = context.misses + http.misses
+    if misses:
+        raise ReplayMissError(f"step {context.step.index}: " + "; ".join(misses[:3]))
+    return StepScore(
+        step=context.step.index,
+        score=float(score),
+        live_reward=context.step.reward,
+        source="recorded" if evaluation is not None else "captured",
+        error=info.get("error") if isinstance(info, dict) else None,
+    )
+
+
+def _history(session: Session) -> list[dict[str, Any]]:
+    return [{"index": s.index, "action": s.action, "url": s.url} for s in session.steps]
+
+
+def evaluate_session(
+    session: Session, config: Mapping[str, Any] | str | Path | None = None, *, per_step: bool = True
+) -> SessionScore:
+    """Score ``session`` offline: the final state, and (``per_step``) every step BrowserGym validated."""
+    started = time.perf_counter()
+    resolved = session_config(session, config)
+    if not session.steps:
+        raise EvaluationError(f"{session.path or 'session'}: has no captured steps to score")
+    final = evaluate_step(session, -1, resolved)
+    steps = [final]
+    if per_step:
+        steps = [
+            evaluate_step(session, s.index, resolved) for s in session.steps[:-1] if s.evaluation is not None
+        ]
+        steps.append(final)
+    recorded = [s.score for s in steps if s.score is not None and (s.source == "recorded" or s is final)]
+    live = [r for r in (session.end.rewards if session.end else []) if r is not None] or [
+        s.reward for s in session.steps if s.reward is not None
+    ]
+    final_evaluation = session.final_step.evaluation or (session.end.probe if session.end else None)
+    return SessionScore(
+        instance_id=session.instance_id,
+        task_id=resolved.get("task_id"),
+        intent_template_id=resolved.get("intent_template_id"),
+        sites=list(resolved.get("sites") or []),
+        eval_types=list(resolved["eval"].get("eval_types") or []),
+        score=final.score,
+        max_score=max(recorded) if recorded else None,
+        live_reward=session.final_step.reward,
+        live_max=max(live) if live else None,
+        answer=final_evaluation.answer if final_evaluation else session.final_answer,
+        history=_history(session),
+        steps=steps,
+        duration_ms=round((time.perf_counter() - started) * 1000, 3),
+    )
+
+
+def score_session_file(
+    path: str | Path, configs: Mapping[int, Mapping[str, Any]] | None = None, *, scorer: str = "webarena"
+) -> dict[str, Any]:
+    """Load and score one session file; a JSON-able dict (``SessionScore`` fields).
+
+    ``configs``: WebArena configs by task id, used when the session did not record its own.
+    Unscoreable sessions raise ``CDPIntegrationError`` subclasses; the batch runner records them.
+    """
+    if scorer == "verified":
+        from cdp_integration.evaluate.verified import verified_score_file
+
+        return verified_score_file(Path(path), {k: dict(v) for k, v in (configs or {}).items()})
+    if scorer != "webarena":
+        raise EvaluationError(f"unknown scorer {scorer!r} (webarena or verified)")
+    session = load_session(path)
+    config: Mapping[str, Any] | None = None
+    task_id = session.header.task.get("task_id")
+    if configs and task_id is not None:
+        config = configs.get(int(task_id))
+    try:
+        return evaluate_session(session, config).to_dict()
+    except CDPIntegrationError:
+        raise
+    except Exception as exc:  # the evaluator itself failed on this episode
+        raise EvaluationError(f"{path}: the evaluator raised {type(exc).__name__}: {exc}") from exc
