@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urldefrag
 
+import orjson
+
 from cdp_integration.capture import state
 from cdp_integration.capture.network import BodyPolicy, NetworkRecorder
 from cdp_integration.capture.probes import EvaluationRecorder, build_trajectory, webarena_config_file
@@ -595,6 +597,7 @@ class CDPSessionLogger:
         self._pending_faults = []
         leftover = self._drain_network(faults, final=True) if self._tabs else []
         end = SessionEnd(
+            task=_json_safe(self.task),
             probe=self._probe,
             network=leftover,
             ended=time.time(),
@@ -680,6 +683,11 @@ def _wire_or_provisional(message: Any) -> dict[str, str]:
     except Exception:
         headers = message.headers
     return headers
+
+
+def _json_safe(value: dict[str, Any]) -> dict[str, Any]:
+    safe: dict[str, Any] = orjson.loads(orjson.dumps(value, default=str))
+    return safe
 
 
 def _webarena_task_facts(task: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import orjson
 
 from cdp_integration.debug.diff import diff
 from cdp_integration.debug.render import View, format_diff, format_step, format_steps
@@ -120,7 +121,57 @@ def export_wabe_command(session_path: Path, output: Path) -> None:
         click.echo("warning: the session has no screenshots (capture with screenshot=True)", err=True)
 
 
+@click.command("eval-at", context_settings=_NEGATIVE_NUMBERS)
+@_SESSION
+@click.argument("step", type=int)
+@click.option(
+    "--js", "expression", required=True, help="A JavaScript expression or function, as page.evaluate takes."
+)
+def eval_at(session_path: Path, step: int, expression: str) -> None:
+    """Run JavaScript against the page as it was at STEP, offline (sandboxed, nothing fetched).
+
+    Prints the value as JSON; a JavaScript exception is printed and exits 1.
+    """
+    from playwright.sync_api import Error as PlaywrightError
+
+    session = load_session(session_path)
+    page = session.page_at(_step(session, step, "STEP"))
+    try:
+        value = page.evaluate(expression)
+    except PlaywrightError as exc:
+        click.echo(f"JavaScript error: {exc.message.splitlines()[0] if exc.message else exc}", err=True)
+        raise SystemExit(1) from None
+    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2, default=str).decode())
+
+
+@click.command()
+@_SESSION
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    help="A WebArena task config (JSON); default: the one the session recorded.",
+)
+def rescore(session_path: Path, config_path: Path | None) -> None:
+    """Score the session offline with a (possibly edited) WebArena config: "what if the task said X".
+
+    Questions the live evaluator asked are answered from its recording; new ones from the captured
+    pages; a question neither can answer is an error naming it.
+    """
+    from cdp_integration.evaluate.scoring import evaluate_session
+
+    result = evaluate_session(load_session(session_path), config_path)
+    click.echo(f"task {result.task_id}  eval types {'+'.join(result.eval_types)}  answer {result.answer!r}")
+    for row in result.steps:
+        live = "-" if row.live_reward is None else f"{row.live_reward:.1f}"
+        click.echo(f"  step {row.step:>3}  score {row.score}  live {live}  ({row.source})")
+    click.echo(
+        f"final-state score {result.score}  per-step max {result.max_score}  live {result.live_reward}"
+    )
+
+
 def register_debug_commands(group: click.Group) -> None:
-    """Add ``steps``, ``show``, ``diff``, ``debug``, ``view`` and ``export-wabe`` to ``group``."""
-    for command in (steps, show, diff_command, debug, view, export_wabe_command):
+    """Add ``steps``, ``show``, ``diff``, ``debug``, ``view``, ``export-wabe``, ``eval-at`` and
+    ``rescore`` to ``group``."""
+    for command in (steps, show, diff_command, debug, view, export_wabe_command, eval_at, rescore):
         group.add_command(command)

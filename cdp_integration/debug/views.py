@@ -28,7 +28,7 @@ __all__ = [
 
 def task_text(session: Session) -> str:
     """What the agent was asked: the goal, else the WebArena config's intent, else the description."""
-    task = session.header.task
+    task = session.task
     config = task.get("config")
     intent = config.get("intent") if isinstance(config, dict) else None
     for value in (task.get("goal"), intent, task.get("description")):

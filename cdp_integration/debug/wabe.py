@@ -62,8 +62,8 @@ def wabe_result(session: Session, screenshots: list[str]) -> dict[str, Any]:
         },
     }
     for field in ("level", "max_steps"):
-        if field in session.header.task:
-            result[field] = session.header.task[field]
+        if field in session.task:
+            result[field] = session.task[field]
     return result
 
 

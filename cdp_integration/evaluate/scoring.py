@@ -85,7 +85,7 @@ class SessionScore:
 
 
 def site_urls(session: Session) -> dict[str, str]:
-    urls = session.header.task.get("site_urls")
+    urls = session.task.get("site_urls")
     return {str(k).upper(): str(v) for k, v in urls.items()} if isinstance(urls, dict) else {}
 
 
@@ -98,7 +98,7 @@ def session_config(session: Session, config: Mapping[str, Any] | str | Path | No
         except (OSError, ValueError) as exc:
             raise EvaluationError(f"cannot read WebArena config {config}: {exc}") from None
     if config is None:
-        config = session.header.task.get("config")
+        config = session.task.get("config")
     if not isinstance(config, Mapping) or not isinstance(config.get("eval"), Mapping):
         raise EvaluationError(
             f"{session.path or 'session'}: no WebArena task config (none recorded in the session; pass one)"
@@ -230,7 +230,7 @@ def score_session_file(
         raise EvaluationError(f"unknown scorer {scorer!r} (webarena or verified)")
     session = load_session(path)
     config: Mapping[str, Any] | None = None
-    task_id = session.header.task.get("task_id")
+    task_id = session.task.get("task_id")
     if configs and task_id is not None:
         config = configs.get(int(task_id))
     try:

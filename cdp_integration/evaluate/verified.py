@@ -381,16 +381,14 @@ def verified_task(task_id: int, *, tasks_file: Path | None = None) -> WebArenaVe
 
 def _session_task_id(session: Session) -> int:
     for key in ("verified_task_id", "task_id"):
-        value = session.header.task.get(key)
+        value = session.task.get(key)
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).strip().isdigit():
-            raise EvaluationError(
-                f"{session.path or 'session'}: header task {key}={value!r} is not a task id"
-            )
+            raise EvaluationError(f"{session.path or 'session'}: task {key}={value!r} is not a task id")
         return int(value)
     raise EvaluationError(
-        f"{session.path or 'session'}: no WebArena-Verified task id (the header task has no "
+        f"{session.path or 'session'}: no WebArena-Verified task id (the task has no "
         "verified_task_id or task_id; pass task_id=)"
     )
 
@@ -399,7 +397,7 @@ def _environments(task: WebArenaVerifiedTask, session: Session) -> dict[WebArena
     """Placeholder -> URL for each of the task's sites: the session's ``site_urls``, else ``$SITE``."""
     from webarena_verified.types.config import EnvironmentConfig
 
-    recorded = session.header.task.get("site_urls")
+    recorded = session.task.get("site_urls")
     urls = {str(k).upper(): str(v) for k, v in recorded.items() if v} if isinstance(recorded, dict) else {}
     environments = {}
     for site in task.sites:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from cdp_integration.errors import SessionFormatError
+from cdp_integration.errors import ReplayMissError
 from cdp_integration.replay.cdp import MockCDPSession
 from cdp_integration.replay.offline import OfflineBrowser, ReplayDocument, offline_browser
 from cdp_integration.replay.page import MockBrowserContext, MockLocator, MockPage
@@ -35,7 +35,7 @@ class WebArenaCDPIntegration:
             known = sorted(
                 p.name.removesuffix(SESSION_SUFFIX) for p in self.session_dir.glob(f"*{SESSION_SUFFIX}")
             )
-            raise SessionFormatError(
+            raise ReplayMissError(
                 f"no session {instance_id!r} in {self.session_dir} (found: {', '.join(known[:10]) or 'none'})"
             )
         return path

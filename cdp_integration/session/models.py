@@ -235,6 +235,8 @@ class SessionHeader(_Record):
 class SessionEnd(_Record):
     ended: float
     instance_id: str | None = None
+    task: dict[str, Any] = {}
+    """What was learned of the task after the header was written (e.g. its WebArena config)."""
     final_answer: str | None = None
     rewards: list[float] = []
     """The live per-step rewards as the env reported them."""

@@ -75,6 +75,11 @@ class Session:
         return self.header.instance_id
 
     @property
+    def task(self) -> dict[str, Any]:
+        """The task as finally known: the header's, updated by what the end record adds."""
+        return {**self.header.task, **(self.end.task if self.end else {})}
+
+    @property
     def final_step(self) -> Step:
         if not self.steps:
             raise SessionFormatError(f"{self.path or 'session'}: has no captured steps")
