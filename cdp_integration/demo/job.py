@@ -35,6 +35,8 @@ class DemoEpisode:
     trajectory: Trajectory
     eval_types: tuple[str, ...]
     live: float
+    live_max: float
+    """The best per-step reward (what OpenHands' run_infer reports)."""
     session: Path
     live_seconds: float
 
@@ -96,6 +98,7 @@ def capture_demo_tasks(
                     trajectory=trajectory,
                     eval_types=tuple(task.config["eval"]["eval_types"]),
                     live=run.final_reward,
+                    live_max=max(run.rewards, default=0.0),
                     session=saved[0],
                     live_seconds=round(time.perf_counter() - started, 2),
                 )

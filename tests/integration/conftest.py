@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -41,3 +42,18 @@ def browser(playwright: Playwright) -> Iterator[Browser]:
 def demo_site() -> Iterator[DemoSite]:
     with DemoSite() as site:
         yield site
+
+
+@pytest.fixture
+def no_sockets(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """This process may not open a network connection (Playwright's driver talks over pipes);
+    returns the refused addresses."""
+    attempts: list[object] = []
+
+    def refuse(self: socket.socket, address: object) -> None:
+        attempts.append(address)
+        raise OSError(f"network refused in an offline test: {address}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    return attempts

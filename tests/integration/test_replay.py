@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import socket
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -110,20 +109,6 @@ def captured(browser, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tupl
     session = load_session(path)
     assert session.end is not None and session.end.probe is not None
     yield session, session.end.probe.score
-
-
-@pytest.fixture
-def no_sockets(monkeypatch: pytest.MonkeyPatch) -> list[object]:
-    """Python may not open a network connection (Playwright's driver talks over pipes)."""
-    attempts: list[object] = []
-
-    def refuse(self: socket.socket, address: object) -> None:
-        attempts.append(address)
-        raise OSError(f"network refused in an offline test: {address}")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
-    return attempts
 
 
 def test_probe_recorded_every_question_of_the_live_evaluator(captured: tuple[Session, float]) -> None:

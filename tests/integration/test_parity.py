@@ -1,0 +1,50 @@
+"""Parity: every demo task, both scripted trajectories, scored live and offline — same number.
+
+Live: BrowserGym's ``GenericWebArenaTask.validate`` runs libwebarena's official evaluator after every
+step against the demo shop. Offline: the demo shop has been shut down and Python may not open a
+socket; the official evaluator scores each session file through the replay mocks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cdp_integration.demo.job import DemoEpisode, capture_demo_tasks, format_results, score_demo_sessions
+from cdp_integration.demo.tasks import load_demo_tasks
+from cdp_integration.evaluate.scoring import evaluate_session
+from cdp_integration.session.store import load_session
+
+
+@pytest.fixture(scope="module")
+def episodes(tmp_path_factory: pytest.TempPathFactory) -> list[DemoEpisode]:
+    """All demo tasks played live with capture; the demo site is stopped when this returns."""
+    return capture_demo_tasks(Path(tmp_path_factory.mktemp("parity")) / "sessions")
+
+
+def test_every_demo_task_was_played_both_ways(episodes: list[DemoEpisode]) -> None:
+    tasks = load_demo_tasks()
+    assert len(tasks) >= 40
+    assert {(e.task_id, e.trajectory) for e in episodes} == {
+        (t.task_id, trajectory) for t in tasks for trajectory in ("success", "failure")
+    }
+    assert [e.live for e in episodes if e.trajectory == "success"] == [1.0] * len(tasks)
+    assert [e.live for e in episodes if e.trajectory == "failure"] == [0.0] * len(tasks)
+
+
+def test_offline_score_equals_live_score(episodes: list[DemoEpisode], no_sockets: list[object]) -> None:
+    results = score_demo_sessions(episodes)
+    print("\n" + format_results(results))
+    mismatches = [r for r in results if not r.match]
+    assert not mismatches, format_results(mismatches)
+    assert no_sockets == []
+
+
+def test_per_step_maximum_matches_too(episodes: list[DemoEpisode], no_sockets: list[object]) -> None:
+    """OpenHands reports max(per-step rewards); offline replays every recorded validate() call."""
+    for episode in episodes:
+        score = evaluate_session(load_session(episode.session))
+        assert score.max_score == episode.live_max == score.live_max, episode
+        assert all(step.source == "recorded" for step in score.steps), episode
+        assert [s.score for s in score.steps] == [s.live_reward for s in score.steps], episode
