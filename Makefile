@@ -12,6 +12,8 @@ test: setup
 
 bench: setup
 	.venv/bin/python benchmarks/capture_overhead.py
+	.venv/bin/python benchmarks/offline_vs_live.py --keep .cache/bench-sessions
+	.venv/bin/python benchmarks/eval_throughput.py --sessions .cache/bench-sessions --count 2000
 
 lint: setup
 	.venv/bin/ruff check . && .venv/bin/ruff format --check . && .venv/bin/mypy

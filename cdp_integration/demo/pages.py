@@ -448,6 +448,8 @@ def forum_page(user: User | None, forum: str, about: str, posts: list[ForumPost]
 
 
 def post_page(user: User | None, post: ForumPost, comments: list[Comment], highlight: int | None) -> str:
+    """A forum post with Postmill's class names (``.submission__title``, ``.submission__body``, ...), the
+    hooks WebArena's locators read on pages ``reddit_get_post_url()`` returns."""
     replies = "".join(
         f'<li class="comment{" comment--highlighted" if c.id == highlight else ""}" id="comment-{c.id}">'
         f'<span class="comment__author">{escape(c.author)}</span>'

@@ -641,32 +641,7 @@ _UA_PROMPT = re.compile(
 )
 _WORD = re.compile(r"[a-z0-9]+(?:\.[0-9]+)*")
 _STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "to",
-        "of",
-        "in",
-        "on",
-        "at",
-        "for",
-        "about",
-        "any",
-        "there",
-        "this",
-        "that",
-        "it",
-        "its",
-        "and",
-        "or",
-    ]
+    "a an the is are was were be been to of in on at for about any there this that it its and or".split()  # noqa: SIM905
 )
 
 

@@ -152,8 +152,12 @@ def _task(entry: object, index: int) -> DemoTask:
         raise DemoTaskError(f"{where}: eval must be an object with {', '.join(EVAL_KEYS)}")
     types = evaluation["eval_types"]
     if not isinstance(types, list) or not types or not set(types) <= EVAL_TYPES:
-        raise DemoTaskError(f"{where}: eval_types must be a non-empty list of {', '.join(sorted(EVAL_TYPES))}")
-    if not isinstance(config["sites"], list) or not all(s in ("shopping", "shopping_admin") for s in config["sites"]):
+        raise DemoTaskError(
+            f"{where}: eval_types must be a non-empty list of {', '.join(sorted(EVAL_TYPES))}"
+        )
+    if not isinstance(config["sites"], list) or not all(
+        s in ("shopping", "shopping_admin") for s in config["sites"]
+    ):
         raise DemoTaskError(f"{where}: the demo site serves only the sites 'shopping' and 'shopping_admin'")
     note = entry.get("note", "")
     if not isinstance(note, str):
@@ -290,7 +294,9 @@ class DemoWebArenaTask(GenericWebArenaTask):
         with_na_hint: bool = False,
         with_homepage_hint: bool = False,
     ) -> None:
-        AbstractBrowserTask.__init__(self, seed)  # the parent's __init__ would look the id up in test.raw.json
+        AbstractBrowserTask.__init__(
+            self, seed
+        )  # the parent's __init__ would look the id up in test.raw.json
         base = (base_url or os.environ.get("WA_SHOPPING", "")).rstrip("/")
         if not base:
             raise DemoTaskError(
@@ -384,7 +390,8 @@ def run_demo_task(
     base = base_url.rstrip("/")
     configure_demo_environment(base)
     _register(task)
-    env = gym.make(task.env_id, task_kwargs={"base_url": base}, headless=headless, slow_mo=0)
+    # slow_mo is 0 already: the task sets it (passing it here only makes BrowserGym log an override)
+    env = gym.make(task.env_id, task_kwargs={"base_url": base}, headless=headless)
     try:
         if on_env is not None:
             on_env(env)
