@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 
 from cdp_integration.environment import WEBARENA_SITES
 
-__all__ = ["skip_evaluator_sleep", "use_site_urls"]
+__all__ = ["offline_api_key", "skip_evaluator_sleep", "use_site_urls"]
 
 _URL_MODULES = ("webarena.browser_env.env_config", "webarena.evaluation_harness.helper_functions")
 
@@ -76,3 +76,20 @@ def use_site_urls(urls: Mapping[str, str]) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+@contextlib.contextmanager
+def offline_api_key() -> Iterator[None]:
+    """An ``OPENAI_API_KEY`` placeholder for the block when none is set.
+
+    The LLM judge's client refuses to start without a key even when every call it makes is answered
+    from a recording; the placeholder never leaves the process (replay intercepts the transport).
+    """
+    if os.environ.get("OPENAI_API_KEY"):
+        yield
+        return
+    os.environ["OPENAI_API_KEY"] = "cdp-integration-offline-replay"
+    try:
+        yield
+    finally:
+        os.environ.pop("OPENAI_API_KEY", None)

@@ -25,7 +25,7 @@ from typing import Any
 from cdp_integration import environment
 from cdp_integration.capture.probes import webarena_config_file
 from cdp_integration.errors import CDPIntegrationError, EvaluationError, ReplayMissError
-from cdp_integration.evaluate.official import skip_evaluator_sleep, use_site_urls
+from cdp_integration.evaluate.official import offline_api_key, skip_evaluator_sleep, use_site_urls
 from cdp_integration.replay.page import MockBrowserContext
 from cdp_integration.replay.recorded import replay_http
 from cdp_integration.session.models import Evaluation
@@ -156,6 +156,7 @@ def evaluate_step(session: Session, step: int, config: Mapping[str, Any] | None 
     with (
         use_site_urls(urls),
         skip_evaluator_sleep(),
+        offline_api_key(),
         webarena_config_file(config) as config_file,
         replay_http(evaluation.http if evaluation else ()) as http,
     ):

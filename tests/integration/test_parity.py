@@ -33,7 +33,15 @@ def test_every_demo_task_was_played_both_ways(episodes: list[DemoEpisode]) -> No
     assert [e.live for e in episodes if e.trajectory == "failure"] == [0.0] * len(tasks)
 
 
-def test_offline_score_equals_live_score(episodes: list[DemoEpisode], no_sockets: list[object]) -> None:
+def test_offline_score_equals_live_score(
+    episodes: list[DemoEpisode], no_sockets: list[object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No network and no API key: the LLM judge's answers come from the recording."""
+    import webarena.llms.providers.openai_utils as openai_utils
+
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(openai_utils, "_client", None)  # the live phase's client knew the judge's URL
     results = score_demo_sessions(episodes)
     print("\n" + format_results(results))
     mismatches = [r for r in results if not r.match]
