@@ -100,9 +100,19 @@ class EvaluationRecorder:
         return self._page_count
 
     def _http(self, request: HttpRequest, forward: Callable[[], HttpResponse]) -> HttpResponse:
+        outcome: dict[str, Any] = {}
         try:
             response = forward()
+            outcome = {
+                "status": response.status,
+                "response_headers": response.headers,
+                "response_body": response.body,
+            }
+            return response
         except Exception as exc:
+            outcome = {"error": _error_text(exc)}
+            raise
+        finally:
             with contextlib.suppress(Exception):
                 self.http.append(
                     HttpCall(
@@ -110,23 +120,9 @@ class EvaluationRecorder:
                         method=request.method,
                         url=request.url,
                         request_body=request.body,
-                        error=_error_text(exc),
+                        **outcome,
                     )
                 )
-            raise
-        with contextlib.suppress(Exception):
-            self.http.append(
-                HttpCall(
-                    client=request.client,
-                    method=request.method,
-                    url=request.url,
-                    request_body=request.body,
-                    status=response.status,
-                    response_headers=response.headers,
-                    response_body=response.body,
-                )
-            )
-        return response
 
     # -- running -----------------------------------------------------------------------------
 
