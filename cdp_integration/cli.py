@@ -160,6 +160,21 @@ def demo(output: Path, task_ids: tuple[int, ...], trajectories: tuple[str, ...],
         sys.exit(1)
 
 
+@cli.command()
+@click.argument("session_path", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="Session file to write.")
+@click.option(
+    "--tokens", "token_params", metavar="NAME", multiple=True, help="Also a secret query parameter."
+)
+def redact(session_path: Path, output: Path, token_params: tuple[str, ...]) -> None:
+    """Write a copy of SESSION with cookies, credentials, passwords and tokens replaced by placeholders
+    (the same secret, the same placeholder); it still loads, replays and scores."""
+    from cdp_integration.session.redact import RedactionPolicy, redact_file
+
+    count = redact_file(session_path, output, RedactionPolicy().with_token_params(*token_params))
+    click.echo(f"wrote {output} ({count} distinct secrets replaced)")
+
+
 def main() -> None:
     cli(prog_name="cdp-session")
 

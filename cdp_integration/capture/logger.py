@@ -41,6 +41,7 @@ from cdp_integration.session.models import (
     TabState,
     TrafficOrigin,
 )
+from cdp_integration.session.redact import RedactionPolicy, Redactor
 from cdp_integration.session.store import (
     PARTIAL_SUFFIX,
     SESSION_SUFFIX,
@@ -87,7 +88,8 @@ class CDPSessionLogger:
     ``session_dir`` defaults to ``$WEBARENA_CDP_SESSION_DIR`` (else ``./cdp_sessions``). Options:
     ``dom`` (which tabs get DOMSnapshot + HTML), ``reuse_observation_dom`` (store BrowserGym's own
     per-step snapshot of the active tab instead of taking a second), ``screenshot``, ``accessibility_tree``,
-    ``response_bodies`` (``documents``, ``all`` or ``none``), ``max_html_bytes``, ``compresslevel``.
+    ``response_bodies`` (``documents``, ``all`` or ``none``), ``max_html_bytes``, ``compresslevel``,
+    ``redact`` (``True`` or a ``RedactionPolicy``: secrets are replaced before anything is written).
     """
 
     def __init__(
@@ -104,6 +106,7 @@ class CDPSessionLogger:
         compresslevel: int = 3,
         record_evaluations: bool = True,
         task: dict[str, Any] | None = None,
+        redact: bool | RedactionPolicy = False,
     ) -> None:
         configured = session_dir or os.environ.get("WEBARENA_CDP_SESSION_DIR") or "cdp_sessions"
         self.session_dir = Path(configured)
@@ -119,6 +122,9 @@ class CDPSessionLogger:
             "record_evaluations": record_evaluations,
         }
         self.task: dict[str, Any] = dict(task or {})
+        self._redactor = Redactor(redact if isinstance(redact, RedactionPolicy) else None) if redact else None
+        if redact:
+            self.options["redacted"] = True
         self._network = NetworkRecorder(bodies=response_bodies)
         self._tabs: dict[Any, _Tab] = {}
         self._contexts: list[Any] = []
@@ -557,6 +563,8 @@ class CDPSessionLogger:
 
     def _append(self, step: Step) -> None:
         """Write the step; after a write failure, keep steps in memory until ``save_session``."""
+        if self._redactor is not None:
+            step = self._redactor.capture_step(step)
         self.steps_captured += 1
         self.last_step = step
         if self._unwritten:
@@ -606,6 +614,8 @@ class CDPSessionLogger:
             rewards=self._rewards,
             faults=faults,
         )
+        if self._redactor is not None:
+            end = self._redactor.capture_end(end)
         final_path = self.session_dir / f"{self._file_stem(instance_id)}{SESSION_SUFFIX}"
         try:
             if self._unwritten:

@@ -172,11 +172,11 @@ def _decompress(raw: bytes, source: str) -> tuple[bytes, bool]:
     if raw[:2] != b"\x1f\x8b":
         return raw, True
     inflater = zlib.decompressobj(47)
-    try:
-        data = inflater.decompress(raw, MAX_SESSION_BYTES)
+    try:  # one byte over the limit tells "more than" apart from "exactly", whatever zlib still holds
+        data = inflater.decompress(raw, MAX_SESSION_BYTES + 1)
     except zlib.error as exc:
         raise SessionFormatError(f"{source}: corrupt compressed data ({exc})") from None
-    if inflater.unconsumed_tail:
+    if len(data) > MAX_SESSION_BYTES:
         raise SessionFormatError(f"{source}: decompresses to more than {MAX_SESSION_BYTES} bytes")
     return data, inflater.eof
 
@@ -201,11 +201,16 @@ def _iter_records(data: bytes, source: str, stream_complete: bool) -> Iterator[t
 
 def _resolve(value: Any, blobs: dict[str, Any], source: str) -> Any:
     if isinstance(value, dict) and _BLOB_KEY in value:
-        try:
-            return blobs[value[_BLOB_KEY]]
-        except KeyError:
-            raise SessionFormatError(f"{source}: reference to missing blob {value[_BLOB_KEY]}") from None
+        blob_id = value[_BLOB_KEY]
+        if not isinstance(blob_id, str) or blob_id not in blobs:
+            raise SessionFormatError(f"{source}: reference to missing blob {blob_id!r}")
+        return blobs[blob_id]
     return value
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    """The objects of a list that should hold records; anything else is left to the models to refuse."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
 def _map_large_values(record: dict[str, Any], convert: Callable[[Any, bool], Any]) -> None:
@@ -216,15 +221,14 @@ def _map_large_values(record: dict[str, Any], convert: Callable[[Any, bool], Any
     """
 
     def tabs(items: Any) -> None:
-        for tab in items or ():
-            if isinstance(tab, dict):
-                for name in _TAB_BLOB_FIELDS:
-                    if name in tab:
-                        tab[name] = convert(tab[name], True)
+        for tab in _dicts(items):
+            for name in _TAB_BLOB_FIELDS:
+                if name in tab:
+                    tab[name] = convert(tab[name], True)
 
     tabs(record.get("tabs"))
-    for exchange in record.get("network") or ():
-        response = exchange.get("response") if isinstance(exchange, dict) else None
+    for exchange in _dicts(record.get("network")):
+        response = exchange.get("response")
         if isinstance(response, dict) and "body" in response:
             response["body"] = convert(response["body"], True)
     for name in ("evaluation", "probe"):
@@ -232,11 +236,11 @@ def _map_large_values(record: dict[str, Any], convert: Callable[[Any, bool], Any
         if not isinstance(evaluation, dict):
             continue
         tabs(evaluation.get("pages"))
-        for call in evaluation.get("calls") or ():
-            if isinstance(call, dict) and "result" in call:
+        for call in _dicts(evaluation.get("calls")):
+            if "result" in call:
                 call["result"] = convert(call["result"], False)
-        for call in evaluation.get("http") or ():
-            if isinstance(call, dict) and "response_body" in call:
+        for call in _dicts(evaluation.get("http")):
+            if "response_body" in call:
                 call["response_body"] = convert(call["response_body"], False)
 
 
@@ -244,7 +248,8 @@ def _one_line(exc: pydantic.ValidationError) -> str:
     first = exc.errors()[0]
     where = ".".join(str(part) for part in first["loc"])
     more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return f"{where}: {first['msg']}{more}"
+    text = f"{where}: {first['msg']}{more}"
+    return text.replace("\r", "\\r").replace("\n", "\\n")  # keys come from the file: keep one line
 
 
 def _parse(kind: Callable[..., Any], record: dict[str, Any], source: str, number: int) -> Any:

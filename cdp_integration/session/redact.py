@@ -1,0 +1,794 @@
+"""Secret redaction: a session file that can be shared, and still loads, replays and scores.
+
+Secrets (``RedactionPolicy``): cookie values; ``Authorization`` / ``Proxy-Authorization`` credentials,
+``Cookie`` / ``Set-Cookie`` values and other secret headers (``X-*-Token``); values of password inputs
+(and inputs named like secrets) in captured HTML and DOM snapshots; values under password-like keys in
+post data, JSON bodies and web storage; token-like query parameters and URL passwords in any string;
+and a token an HTTP call received in exchange for credentials (an evaluator's REST login).
+
+Two passes, so that nothing survives: the first replaces each secret where it was found and remembers
+it; the second replaces every remembered secret, and its URL-, HTML- and JSON-escaped forms, in every
+string of the session (page text, bodies, URLs, storage, evaluator answers, action strings, the task).
+Placeholders are ``REDACTED-<kind>-<8 hex>``, a keyed hash of the secret: one secret gets one
+placeholder throughout a file. The key is random per ``Redactor`` unless the policy fixes one, so a
+placeholder cannot be reversed by hashing guessed passwords, nor linked to the same secret in another
+file. Placeholders use only ``[A-Za-z0-9-]``: valid in URLs, headers, cookies, JSON and HTML.
+
+At capture time (``CDPSessionLogger(redact=True)``) the same ``Redactor`` sees one step at a time: a
+secret is removed from the step it is recognised in and from every later one; ``cdp-session redact``
+on the finished file also cleans the steps before it and the header.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import functools
+import hashlib
+import html
+import json
+import os
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit
+
+import orjson
+
+from cdp_integration.session.models import CaptureFault, SessionEnd, SessionHeader, Step
+from cdp_integration.session.store import PARTIAL_SUFFIX, Session, SessionWriter, load_session
+
+__all__ = [
+    "DEFAULT_SECRET_HEADERS",
+    "DEFAULT_SECRET_KEYS",
+    "DEFAULT_TOKEN_PARAMS",
+    "PLACEHOLDER_PATTERN",
+    "RedactionPolicy",
+    "Redactor",
+    "redact_file",
+    "redact_session",
+]
+
+DEFAULT_SECRET_KEYS = (
+    "password",
+    "passwd",
+    "pwd",
+    "passphrase",
+    "secret",
+    "token",
+    "api_key",
+    "apikey",
+    "access_key",
+    "private_key",
+    "credential",
+    "credentials",
+    "auth",
+    "authorization",
+    "otp",
+    "pin",
+    "csrf",
+    "xsrf",
+    "session_id",
+    "sessionid",
+    "sid",
+    "jwt",
+    "cookie",
+)
+"""Words that make a form field, JSON key, storage key or input name secret. A key matches when one
+of its words is listed (``new_password``, ``apiKey``, ``X-Auth-Token``), unless its last word says it
+describes the secret rather than holds it (``token_type``, ``password_length``)."""
+
+DEFAULT_TOKEN_PARAMS = (
+    "token",
+    "access_token",
+    "refresh_token",
+    "id_token",
+    "auth",
+    "auth_token",
+    "authorization",
+    "key",
+    "api_key",
+    "apikey",
+    "session",
+    "session_id",
+    "sessionid",
+    "sid",
+    "jwt",
+    "signature",
+    "sig",
+    "password",
+    "passwd",
+    "pwd",
+    "secret",
+    "client_secret",
+    "x-amz-signature",
+    "x-amz-credential",
+    "x-amz-security-token",
+)
+"""Query parameters whose values are secrets (exact names, any case). In URL fields, parameters whose
+name matches ``secret_keys`` count too."""
+
+DEFAULT_SECRET_HEADERS = (
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "set-cookie",
+    r"x-(?:[a-z0-9]+-)*(?:token|key|secret|signature|session)",
+)
+"""Header names (regular expressions, matched in full against the lower-cased name)."""
+
+PLACEHOLDER_PATTERN = re.compile(r"REDACTED-[a-z]+-[0-9a-f]{8}")
+"""What every placeholder looks like."""
+
+_DESCRIPTIVE_LAST_WORDS = frozenset(
+    {"type", "name", "length", "count", "expires", "expiry", "url", "uri", "endpoint", "label", "header"}
+)
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_WORD_SPLIT = re.compile(r"[^a-z0-9]+")
+_INPUT_TAG = re.compile(r"""<input\b(?:[^>"']|"[^"]*"|'[^']*')*>""", re.IGNORECASE)
+_TAG_ATTR = re.compile(r"""([^\s"'<>/=]+)(?:\s*=\s*("[^"]*"|'[^']*'|[^\s"'<>`]+))?""")
+_QUERY_PARAM = re.compile(r"(?P<lead>[?&;])(?P<name>[^=&#\s\"'<>?;]+)=(?P<value>[^&#\s\"'<>;]*)")
+_USERINFO = re.compile(r"(?P<lead>[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@\"'<>]*:)(?P<value>[^\s/@\"'<>]+)(?=@)")
+_FORM_BODY = re.compile(r"[^=&\s]+=[^&\s]*(?:&[^=&\s]+=[^&\s]*)*")
+_MULTIPART_FIELD = re.compile(
+    r"(?P<head>Content-Disposition:[^\r\n]*\bname=\"(?P<name>[^\"]*)\"[^\r\n]*\r?\n(?:[^\r\n]+\r?\n)*\r?\n)"
+    r"(?P<value>.*?)(?=\r?\n--)",
+    re.IGNORECASE | re.DOTALL,
+)
+_TOKEN_ENDPOINT = re.compile(r"(?i)(?<![a-z])(?:token|oauth2?|login|signin|session|auth)(?![a-z])")
+_PASSWORD_WORDS = frozenset({"password", "passwd", "pwd", "passphrase", "pin"})
+_SECRET_AUTOCOMPLETE = ("password", "one-time-code")
+_NON_TEXT_INPUTS = frozenset({"checkbox", "radio", "submit", "button", "image", "reset", "file"})
+
+
+def _key_words(key: str) -> list[str]:
+    return [word for word in _WORD_SPLIT.split(_CAMEL.sub("_", key).lower()) if word]
+
+
+def _key_kind(key: str) -> str:
+    """The placeholder kind of a value stored under ``key``: ``password`` or ``secret``."""
+    return "password" if _PASSWORD_WORDS & set(_key_words(key)) else "secret"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RedactionPolicy:
+    """What ``Redactor`` treats as secret, and how. The defaults suit WebArena-style sites."""
+
+    secret_keys: tuple[str, ...] = DEFAULT_SECRET_KEYS
+    token_params: tuple[str, ...] = DEFAULT_TOKEN_PARAMS
+    secret_headers: tuple[str, ...] = DEFAULT_SECRET_HEADERS
+    min_secret_length: int = 6
+    """Secrets shorter than this are replaced where they were found but not searched for elsewhere:
+    a one-character cookie value occurs everywhere, and replacing it everywhere would wreck the pages."""
+    keep_screenshots: bool = False
+    """Screenshots are pixels: a secret shown on the page cannot be removed from them, so by default
+    they are dropped (replay and scoring never read them)."""
+    hash_key: bytes | None = None
+    """Key of the placeholder hash. ``None``: random per ``Redactor``. A fixed key makes placeholders
+    comparable across files, and lets whoever holds the key test guesses against them."""
+
+    def with_token_params(self, *names: str) -> RedactionPolicy:
+        """This policy, with ``names`` added to the secret query parameters."""
+        return dataclasses.replace(self, token_params=(*self.token_params, *names))
+
+    @functools.cached_property
+    def _secret_key_pattern(self) -> re.Pattern[str]:
+        words = sorted({"_".join(_key_words(key)) for key in self.secret_keys} - {""}, key=len, reverse=True)
+        return re.compile(rf"(?<![a-z])(?:{'|'.join(map(re.escape, words)) or '(?!)'})(?![a-z])")
+
+    @functools.cached_property
+    def _token_param_names(self) -> frozenset[str]:
+        return frozenset(name.lower() for name in self.token_params)
+
+    @functools.cached_property
+    def _secret_header_pattern(self) -> re.Pattern[str]:
+        return re.compile("|".join(f"(?:{pattern})" for pattern in self.secret_headers) or "(?!)")
+
+    def is_secret_key(self, key: str) -> bool:
+        """Whether a field, JSON key, storage key or input named ``key`` holds a secret."""
+        words = _key_words(key)
+        if not words or words[-1] in _DESCRIPTIVE_LAST_WORDS:
+            return False
+        return self._secret_key_pattern.search("_".join(words)) is not None
+
+    def is_token_param(self, name: str, *, in_url_field: bool) -> bool:
+        """Whether query parameter ``name`` holds a secret (``in_url_field``: also when named like one)."""
+        if name.strip().lower() in self._token_param_names:
+            return True
+        return in_url_field and self.is_secret_key(unquote_plus(name))
+
+    def is_secret_header(self, name: str) -> bool:
+        return self._secret_header_pattern.fullmatch(name.strip().lower()) is not None
+
+
+Json = Any
+StringMap = Callable[[str], str]
+
+
+class Redactor:
+    """Replaces secrets by placeholders and remembers them, so a whole file stays consistent.
+
+    ``session()`` redacts a loaded session in two passes; ``step()`` / ``end()`` redact one record
+    with what is known so far (capture time).
+    """
+
+    def __init__(self, policy: RedactionPolicy | None = None) -> None:
+        self.policy = policy or RedactionPolicy()
+        self._key = self.policy.hash_key if self.policy.hash_key is not None else os.urandom(32)
+        self._placeholders: dict[str, str] = {}
+        """secret -> placeholder, every secret seen."""
+        self._forms: dict[str, str] = {}
+        """secret and its escaped forms -> placeholder, for the secrets searched for everywhere."""
+        self._pattern: re.Pattern[str] | None = None
+        self._bytes_pattern: re.Pattern[bytes] | None = None
+
+    @property
+    def secret_count(self) -> int:
+        """How many distinct secrets were replaced so far."""
+        return len(self._placeholders)
+
+    # -- records -------------------------------------------------------------------------------
+
+    def session(self, session: Session) -> Session:
+        """A copy of ``session`` with every secret replaced (``path`` is ``None``: not a file yet)."""
+        header = session.header.model_dump(mode="json")
+        header["options"] = {**header.get("options", {}), "redacted": True}
+        steps = [step.model_dump(mode="json", by_alias=True) for step in session.steps]
+        end = session.end.model_dump(mode="json", by_alias=True) if session.end else None
+        header = self._scan_all(header)
+        steps = [self._find_in_step(record) for record in steps]
+        end = self._find_in_end(end) if end is not None else None
+        return Session(
+            header=SessionHeader.model_validate(self._replace_known(header)),
+            steps=tuple(Step.model_validate(self._replace_known(record)) for record in steps),
+            end=SessionEnd.model_validate(self._replace_known(end)) if end is not None else None,
+            path=None,
+            complete=session.complete,
+            blob_count=session.blob_count,
+        )
+
+    def step(self, step: Step) -> Step:
+        """``step`` redacted with the secrets found in it and in the records redacted before."""
+        record = self._find_in_step(step.model_dump(mode="json", by_alias=True))
+        return Step.model_validate(self._replace_known(record))
+
+    def end(self, end: SessionEnd) -> SessionEnd:
+        record = self._find_in_end(end.model_dump(mode="json", by_alias=True))
+        return SessionEnd.model_validate(self._replace_known(record))
+
+    def capture_step(self, step: Step) -> Step:
+        """``step()`` for the logger, which must never raise: if redaction fails, only a stub of the
+        step is kept (never the unredacted one), with the failure as a fault."""
+        try:
+            return self.step(step)
+        except Exception as exc:
+            return Step(
+                index=step.index,
+                trigger=step.trigger,
+                timestamp=step.timestamp,
+                url="",
+                title="",
+                tabs=[],
+                reward=step.reward,
+                faults=[_redaction_fault(exc)],
+            )
+
+    def capture_end(self, end: SessionEnd) -> SessionEnd:
+        """``end()`` for the logger: never raises; on failure keeps only what holds no secret."""
+        try:
+            return self.end(end)
+        except Exception as exc:
+            return SessionEnd(
+                ended=end.ended,
+                instance_id=end.instance_id,
+                rewards=end.rewards,
+                faults=[_redaction_fault(exc)],
+            )
+
+    # -- pass 1: find secrets where they are expected, replace them there ------------------------
+
+    def _scan_all(self, record: dict[str, Json]) -> dict[str, Json]:
+        """``record`` with token parameters and URL passwords replaced in every string."""
+        result: dict[str, Json] = self._map_strings(record, self._scan_text)
+        return result
+
+    def _find_in_step(self, record: dict[str, Json]) -> dict[str, Json]:
+        """Secrets in their known places (changed in ``record``), then token parameters anywhere."""
+        for cookie in record.get("cookies") or ():
+            if cookie.get("value"):
+                cookie["value"] = self._secret(cookie["value"], "cookie")
+        self._storage(record.get("local_storage"))
+        for tab in record.get("tabs") or ():
+            self._tab(tab)
+        for exchange in record.get("network") or ():
+            self._exchange(exchange)
+        if record.get("evaluation"):
+            self._evaluation(record["evaluation"])
+        return self._scan_all(record)
+
+    def _find_in_end(self, record: dict[str, Json]) -> dict[str, Json]:
+        for exchange in record.get("network") or ():
+            self._exchange(exchange)
+        if record.get("probe"):
+            self._evaluation(record["probe"])
+        return self._scan_all(record)
+
+    def _tab(self, tab: dict[str, Json]) -> None:
+        tab["url"] = self._scan_url(tab["url"])
+        if tab.get("html"):
+            tab["html"] = self._html_inputs(tab["html"])
+        if isinstance(tab.get("dom_snapshot"), dict):
+            self._dom_snapshot(tab["dom_snapshot"])
+        self._storage(tab.get("session_storage"))
+        if not self.policy.keep_screenshots:
+            tab["screenshot_png"] = None
+
+    def _exchange(self, exchange: dict[str, Json]) -> None:
+        request, response = exchange["request"], exchange.get("response")
+        request["url"] = self._scan_url(request["url"])
+        request["headers"] = self._headers(request["headers"])
+        sent_credentials = False
+        if request.get("post_data") is not None:
+            content_type = _header(request["headers"], "content-type")
+            if request.get("post_data_base64"):
+                text = _b64_text(request["post_data"])
+                if text is not None:
+                    redacted, sent_credentials = self._body(text, content_type)
+                    request["post_data"] = base64.b64encode(redacted.encode()).decode()
+            else:
+                request["post_data"], sent_credentials = self._body(request["post_data"], content_type)
+        if response is None:
+            return
+        response["headers"] = self._headers(response["headers"])
+        if response.get("redirect_url"):
+            response["redirect_url"] = self._scan_url(response["redirect_url"])
+        body = response.get("body")
+        if body is None or response.get("body_base64"):
+            return
+        mime = response.get("mime_type") or _header(response["headers"], "content-type")
+        if "html" in mime:
+            response["body"] = self._html_inputs(body)
+        else:
+            response["body"] = self._token_answer(body, sent_credentials or _is_token_url(request["url"]))
+            response["body"], _ = self._body(response["body"], mime)
+
+    def _evaluation(self, evaluation: dict[str, Json]) -> None:
+        for page in evaluation.get("pages") or ():
+            self._tab(page)
+        for call in evaluation.get("calls") or ():
+            call["url"] = self._scan_url(call["url"])
+            if call.get("op") == "goto" and isinstance(call.get("arg"), str):
+                call["arg"] = self._scan_url(call["arg"])
+            if call.get("op") == "content" and isinstance(call.get("result"), str):
+                call["result"] = self._html_inputs(call["result"])
+        for call in evaluation.get("http") or ():
+            call["url"] = self._scan_url(call["url"])
+            sent_credentials = False
+            if call.get("request_body") is not None:
+                call["request_body"], sent_credentials = self._body(call["request_body"], "")
+            call["response_headers"] = self._headers(call.get("response_headers") or {})
+            if call.get("response_body") is not None:
+                answer = self._token_answer(
+                    call["response_body"], sent_credentials or _is_token_url(call["url"])
+                )
+                call["response_body"], _ = self._body(
+                    answer, _header(call["response_headers"], "content-type")
+                )
+
+    def _storage(self, origins: Json) -> None:
+        """``{origin: {key: value}}``: values under secret keys, and secret keys inside JSON values."""
+        if not isinstance(origins, dict):
+            return
+        for items in origins.values():
+            if not isinstance(items, dict):
+                continue
+            for key, value in items.items():
+                if not isinstance(value, str) or not value:
+                    continue
+                if self.policy.is_secret_key(key):
+                    items[key] = self._secret(value, _key_kind(key))
+                else:
+                    items[key], _ = self._body(value, "")
+
+    def _headers(self, headers: dict[str, str]) -> dict[str, str]:
+        out = {}
+        for name, value in headers.items():
+            lowered = name.lower()
+            if not value or not self.policy.is_secret_header(lowered):
+                out[name] = self._scan_url(value) if lowered in ("location", "referer", "origin") else value
+            elif lowered == "cookie":
+                out[name] = re.sub(
+                    r"(?P<lead>(?:^|;)\s*[^=;\s]+=)(?P<value>[^;]*)",
+                    lambda m: m["lead"] + (self._secret(m["value"], "cookie") if m["value"].strip() else ""),
+                    value,
+                )
+            elif lowered == "set-cookie":
+                out[name] = "\n".join(
+                    re.sub(
+                        r"^(?P<lead>\s*[^=;]+=)(?P<value>[^;]*)",
+                        lambda m: (
+                            m["lead"] + (self._secret(m["value"], "cookie") if m["value"].strip() else "")
+                        ),
+                        line,
+                    )
+                    for line in value.split("\n")
+                )
+            elif lowered in ("authorization", "proxy-authorization"):
+                out[name] = self._credentials(value)
+            else:
+                out[name] = self._secret(value, "header")
+        return out
+
+    def _credentials(self, value: str) -> str:
+        """``Scheme credentials``: the scheme stays (replay may look at it); Basic's password is learnt too."""
+        scheme, space, credentials = value.strip().partition(" ")
+        if not space or not credentials.strip():
+            return self._secret(value, "auth")
+        if scheme.lower() == "basic":
+            decoded = _b64_text(credentials.strip())
+            if decoded is not None and ":" in decoded:
+                self._secret(decoded, "auth")
+                self._secret(decoded.partition(":")[2], "password")
+        return f"{scheme} {self._secret(credentials.strip(), 'auth')}"
+
+    def _body(self, text: str, content_type: str) -> tuple[str, bool]:
+        """Secret fields of a JSON, form-urlencoded or multipart body; also says whether any were there."""
+        stripped = text.strip()
+        if "json" in content_type or stripped[:1] in ("{", "["):
+            try:
+                value = orjson.loads(stripped)
+            except orjson.JSONDecodeError:
+                value = None
+            if isinstance(value, dict | list):
+                found: list[bool] = []
+                redacted = self._json(value, found)
+                if not found:
+                    return text, False
+                separators = (", ", ": ") if '": ' in text or ", " in text else (",", ":")
+                return _dump_json(redacted, separators), True
+        if "multipart/form-data" in content_type:
+            found = []
+
+            def field(match: re.Match[str]) -> str:
+                if not self.policy.is_secret_key(match["name"]) or not match["value"]:
+                    return match[0]
+                found.append(True)
+                return match["head"] + self._secret(match["value"], _key_kind(match["name"]))
+
+            return _MULTIPART_FIELD.sub(field, text), bool(found)
+        if "x-www-form-urlencoded" in content_type or _FORM_BODY.fullmatch(stripped):
+            found = []
+            pairs = []
+            for pair in text.split("&"):
+                name, equals, raw = pair.partition("=")
+                if equals and raw and self.policy.is_secret_key(unquote_plus(name)):
+                    found.append(True)
+                    pair = f"{name}={self._secret(unquote_plus(raw), _key_kind(unquote_plus(name)))}"
+                pairs.append(pair)
+            return "&".join(pairs), bool(found)
+        return text, False
+
+    def _json(self, value: Json, found: list[bool]) -> Json:
+        if isinstance(value, dict):
+            out = {}
+            for key, item in value.items():
+                if self.policy.is_secret_key(key) and _has_leaf(item):
+                    found.append(True)
+                    out[key] = self._json_leaves(item, _key_kind(key))
+                else:
+                    out[key] = self._json(item, found)
+            return out
+        if isinstance(value, list):
+            return [self._json(item, found) for item in value]
+        return value
+
+    def _json_leaves(self, value: Json, kind: str) -> Json:
+        if isinstance(value, dict):
+            return {key: self._json_leaves(item, kind) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self._json_leaves(item, kind) for item in value]
+        if isinstance(value, str) and value:
+            return self._secret(value, kind)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return self._secret(str(value), kind)
+        return value
+
+    def _token_answer(self, body: str, after_credentials: bool) -> str:
+        """A JSON string answered to a credentials exchange (Magento's admin token) is a token."""
+        if not after_credentials:
+            return body
+        try:
+            value = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return body
+        if isinstance(value, str) and value.strip():
+            return _dump_json(self._secret(value, "token"), (",", ":"))
+        return body
+
+    def _secret_input(self, attributes: dict[str, str]) -> bool:
+        """Whether an ``<input>`` holds a secret: a password field, or one named like a secret."""
+        kind = attributes.get("type", "").strip().lower()
+        autocomplete = attributes.get("autocomplete", "").lower()
+        if kind == "password" or any(word in autocomplete for word in _SECRET_AUTOCOMPLETE):
+            return True
+        named = attributes.get("name") or attributes.get("id") or ""
+        return kind not in _NON_TEXT_INPUTS and self.policy.is_secret_key(named)
+
+    def _html_inputs(self, text: str) -> str:
+        """The ``value`` attribute of secret inputs in HTML (typed values are not attributes; a
+        server-filled one is)."""
+
+        def tag(match: re.Match[str]) -> str:
+            source = match[0]
+            found = {m[1].lower(): m for m in _TAG_ATTR.finditer(source, len("<input"))}
+            attributes = {name: html.unescape(_unquoted(m[2] or "")) for name, m in found.items()}
+            value = found.get("value")
+            if value is None or not attributes["value"] or not self._secret_input(attributes):
+                return source
+            placeholder = self._secret(attributes["value"], "password")
+            quote_char = value[2][0] if value[2][0] in "\"'" else '"'
+            return (
+                f"{source[: value.start()]}{value[1]}={quote_char}{placeholder}{quote_char}"
+                f"{source[value.end() :]}"
+            )
+
+        return _INPUT_TAG.sub(tag, text) if "<input" in text.lower() else text
+
+    def _dom_snapshot(self, snapshot: dict[str, Json]) -> None:
+        """``DOMSnapshot.captureSnapshot``: secret inputs' ``value`` attributes and ``inputValue``.
+
+        Nodes point into one shared string table; a secret's pointer is moved to an appended
+        placeholder, so other nodes with the same text keep theirs (the second pass still replaces a
+        secret long enough to be searched for everywhere).
+        """
+        strings = snapshot.get("strings")
+        if not isinstance(strings, list):
+            return
+
+        def text(index: Json) -> str:
+            if isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(strings):
+                value = strings[index]
+                return value if isinstance(value, str) else ""
+            return ""
+
+        appended: dict[str, int] = {}
+
+        def redacted(index: Json) -> Json:
+            if not text(index):
+                return index
+            placeholder = self._secret(text(index), "password")
+            if placeholder not in appended:
+                appended[placeholder] = len(strings)
+                strings.append(placeholder)
+            return appended[placeholder]
+
+        for document in snapshot.get("documents") or ():
+            nodes = document.get("nodes") if isinstance(document, dict) else None
+            if not isinstance(nodes, dict):
+                continue
+            names = nodes.get("nodeName") or []
+            secret_nodes = set()
+            for node, pairs in enumerate(nodes.get("attributes") or []):
+                if node >= len(names) or text(names[node]).upper() != "INPUT" or not isinstance(pairs, list):
+                    continue
+                positions = {text(pairs[i]).lower(): i + 1 for i in range(0, len(pairs) - 1, 2)}
+                if self._secret_input({name: text(pairs[at]) for name, at in positions.items()}):
+                    secret_nodes.add(node)
+                    if "value" in positions:
+                        pairs[positions["value"]] = redacted(pairs[positions["value"]])
+            input_values = nodes.get("inputValue")
+            if secret_nodes and isinstance(input_values, dict):
+                indexes, values = input_values.get("index") or [], input_values.get("value") or []
+                for position, node in enumerate(indexes):
+                    if node in secret_nodes and position < len(values):
+                        values[position] = redacted(values[position])
+
+    def _scan_url(self, url: str) -> str:
+        """A URL field: token-like parameters (by name, or named like a secret) and the URL's password."""
+        return self._scan_text(url, in_url_field=True)
+
+    def _scan_text(self, text: str, *, in_url_field: bool = False) -> str:
+        """Any string: ``?token=...``-style parameters and ``scheme://user:password@`` passwords."""
+        if "=" in text:
+
+            def param(match: re.Match[str]) -> str:
+                value = match["value"]
+                if (
+                    not value
+                    or PLACEHOLDER_PATTERN.fullmatch(value)
+                    or not self.policy.is_token_param(match["name"], in_url_field=in_url_field)
+                ):
+                    return match[0]
+                return f"{match['lead']}{match['name']}={self._secret(unquote_plus(value), 'param')}"
+
+            text = _QUERY_PARAM.sub(param, text)
+        if "@" in text:
+            text = _USERINFO.sub(
+                lambda m: (
+                    m["lead"]
+                    + (
+                        m["value"]
+                        if PLACEHOLDER_PATTERN.fullmatch(m["value"])
+                        else self._secret(unquote(m["value"]), "url")
+                    )
+                ),
+                text,
+            )
+        return text
+
+    # -- pass 2: every known secret, everywhere --------------------------------------------------
+
+    def _secret(self, value: str, kind: str) -> str:
+        """The placeholder of ``value``, remembering it (and its escaped forms) the first time."""
+        if PLACEHOLDER_PATTERN.fullmatch(value):
+            return value
+        placeholder = self._placeholders.get(value)
+        if placeholder is not None:
+            return placeholder
+        digest = hashlib.blake2b(value.encode("utf-8", "surrogatepass"), key=self._key, digest_size=4)
+        placeholder = f"REDACTED-{kind}-{digest.hexdigest()}"
+        self._placeholders[value] = placeholder
+        if len(value) >= self.policy.min_secret_length:
+            for form in _escaped_forms(value):
+                self._forms.setdefault(form, placeholder)
+            self._pattern = self._bytes_pattern = None
+        return placeholder
+
+    def _known(self) -> re.Pattern[str] | None:
+        if self._pattern is None and self._forms:
+            forms = sorted(self._forms, key=len, reverse=True)
+            self._pattern = re.compile(
+                f"({PLACEHOLDER_PATTERN.pattern})|" + "|".join(re.escape(form) for form in forms)
+            )
+        return self._pattern
+
+    def _known_bytes(self) -> re.Pattern[bytes] | None:
+        if self._bytes_pattern is None and self._forms:
+            forms = sorted(self._forms, key=len, reverse=True)
+            self._bytes_pattern = re.compile(
+                b"|".join(re.escape(form.encode("utf-8", "surrogatepass")) for form in forms)
+            )
+        return self._bytes_pattern
+
+    def _replace_known(self, record: dict[str, Json]) -> dict[str, Json]:
+        pattern = self._known()
+        if pattern is None:
+            return record
+        forms = self._forms
+
+        def replace(text: str) -> str:
+            if not pattern.search(text):
+                return text
+            return pattern.sub(lambda m: m[1] or forms[m[0]], text)
+
+        result: dict[str, Json] = self._map_strings(record, replace, self._replace_in_base64)
+        return result
+
+    def _replace_in_base64(self, text: str) -> str:
+        pattern = self._known_bytes()
+        try:
+            data = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError):
+            return text
+        if pattern is None or not pattern.search(data):
+            return text
+        forms = {form.encode("utf-8", "surrogatepass"): p.encode() for form, p in self._forms.items()}
+        return base64.b64encode(pattern.sub(lambda m: forms[m[0]], data)).decode()
+
+    def _map_strings(self, value: Json, convert: StringMap, base64_convert: StringMap | None = None) -> Json:
+        """``value`` with ``convert`` applied to every string (dict keys too); base64 data is decoded
+        for ``base64_convert`` instead (or left alone)."""
+        if isinstance(value, str):
+            return convert(value)
+        if isinstance(value, list):
+            if all(not isinstance(item, str | list | dict) for item in value):
+                return value
+            return [self._map_strings(item, convert, base64_convert) for item in value]
+        if isinstance(value, dict):
+            out = {}
+            for key, item in value.items():
+                if isinstance(item, str) and _is_base64_field(value, key):
+                    out[convert(key)] = base64_convert(item) if base64_convert else item
+                else:
+                    out[convert(key)] = self._map_strings(item, convert, base64_convert)
+            return out
+        return value
+
+
+def _is_base64_field(record: dict[str, Json], key: str) -> bool:
+    return (
+        key == "screenshot_png"
+        or (key == "body" and record.get("body_base64") is True)
+        or (key == "post_data" and record.get("post_data_base64") is True)
+    )
+
+
+def _escaped_forms(value: str) -> Iterable[str]:
+    """The ways a secret is spelled inside other strings: raw, URL-encoded, HTML- and JSON-escaped."""
+    forms = {
+        value,
+        quote(value, safe=""),
+        quote_plus(value, safe=""),
+        quote(value, safe="/:@!$&'()*+,;="),
+        html.escape(value, quote=True),
+        html.escape(value, quote=False),
+        orjson.dumps(value).decode()[1:-1],
+    }
+    return sorted(form for form in forms if form)
+
+
+def _redaction_fault(exc: Exception) -> CaptureFault:
+    return CaptureFault(
+        stage="redact",
+        error_type=type(exc).__name__,
+        message="redaction failed; the record was reduced to a stub so no secret is written",
+    )
+
+
+def _unquoted(raw: str) -> str:
+    return raw[1:-1] if len(raw) >= 2 and raw[0] in "\"'" and raw[-1] == raw[0] else raw
+
+
+def _dump_json(value: Json, separators: tuple[str, str]) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=separators)
+
+
+def _has_leaf(value: Json) -> bool:
+    if isinstance(value, dict):
+        return any(_has_leaf(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_has_leaf(item) for item in value)
+    return (isinstance(value, str) and bool(value)) or (
+        isinstance(value, int | float) and not isinstance(value, bool)
+    )
+
+
+def _header(headers: dict[str, str], name: str) -> str:
+    return next((value for key, value in headers.items() if key.lower() == name), "").lower()
+
+
+def _is_token_url(url: str) -> bool:
+    try:
+        path = urlsplit(url).path
+    except ValueError:
+        return False
+    return bool(_TOKEN_ENDPOINT.search(path.rsplit("/", 1)[-1] or path))
+
+
+def _b64_text(data: str) -> str | None:
+    try:
+        return base64.b64decode(data, validate=True).decode()
+    except (binascii.Error, ValueError):
+        return None
+
+
+def redact_session(session: Session, policy: RedactionPolicy | None = None) -> Session:
+    """A copy of ``session`` with its secrets replaced by stable placeholders (see the module doc)."""
+    return Redactor(policy).session(session)
+
+
+def redact_file(
+    source: str | os.PathLike[str], output: str | os.PathLike[str], policy: RedactionPolicy | None = None
+) -> int:
+    """Write a redacted copy of the session file ``source`` to ``output``; return how many distinct
+    secrets were replaced. A partial (unfinished) session stays partial; ``output`` appears atomically."""
+    output = Path(output)
+    redactor = Redactor(policy)
+    session = redactor.session(load_session(source))
+    writer = SessionWriter(output.with_name(output.name + PARTIAL_SUFFIX), session.header)
+    try:
+        for step in session.steps:
+            writer.write_step(step)
+        if session.end is not None:
+            writer.finish(session.end, output)
+        else:
+            writer.abort()
+            os.replace(writer.partial_path, output)
+    except BaseException:
+        writer.abort()
+        writer.partial_path.unlink(missing_ok=True)
+        raise
+    return redactor.secret_count
