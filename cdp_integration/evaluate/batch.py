@@ -17,7 +17,8 @@ One line of ``output.jsonl`` (``report.py`` reads these back)::
 
 The per-session scorer is ``cdp_integration.evaluate.scoring.score_session_file`` unless another is
 injected (``score_fn``); with ``workers > 1`` it must be a module-level function, since workers are
-spawned processes that receive it by reference.
+separate processes (forked from a fork server that has imported the evaluators once) that receive it
+by reference.
 """
 
 from __future__ import annotations
@@ -195,7 +196,7 @@ def score_directory(
 ) -> BatchSummary:
     """Score every finished session under ``sessions_dir`` into ``output_dir/output.jsonl``.
 
-    ``workers == 1`` scores in this process; more uses that many spawned processes, each importing
+    ``workers == 1`` scores in this process; more uses that many worker processes, each loading
     the scorer once and holding one session at a time (only there does a scorer that kills its
     process cost just its session). ``scorer`` is passed to the scorer as
     ``scorer=`` when given (``webarena`` or ``verified``). ``resume=False`` starts a new
@@ -474,7 +475,10 @@ class _WorkerPool(AbstractContextManager["_WorkerPool"]):
         configs: Mapping[int, dict[str, Any]] | None,
         scorer: str | None,
     ) -> None:
-        self._context = multiprocessing.get_context("spawn")
+        # A fork server that has imported the evaluators once: workers start without the ~3 s import.
+        self._context = multiprocessing.get_context("forkserver")
+        if score_fn is None:
+            self._context.set_forkserver_preload(["cdp_integration.evaluate._preload"])
         self._args = (score_fn, dict(configs) if configs is not None else None, scorer)
         self._scorer = scorer
         self._workers: list[_Worker] = []
