@@ -31,6 +31,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -181,12 +182,37 @@ def replicate(sources: list[Path], count: int, directory: Path) -> None:
             shutil.copyfile(source, target)
 
 
+class _DescendantRss(threading.Thread):
+    """Peak RSS of any one descendant process (workers fork from a fork server, so they are not our
+    children and ``RUSAGE_CHILDREN`` never sees them), sampled every 50 ms."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.peak_kb = 0
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        import psutil
+
+        me = psutil.Process()
+        while not self._done.wait(0.05):
+            for child in me.children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    self.peak_kb = max(self.peak_kb, child.memory_info().rss // 1024)
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join(timeout=5)
+
+
 def run_child(spec: dict[str, Any]) -> None:
     """One measured configuration, in its own process; prints a JSON line for the parent.
 
     The fake scorer's cost reaches spawned workers through the environment they inherit.
     """
     os.environ["EVAL_THROUGHPUT_FAKE_LOOPS"] = str(spec["fake_loops"])
+    sampler = _DescendantRss()
+    sampler.start()
     summary = score_directory(
         spec["sessions"],
         spec["output"],
@@ -194,8 +220,9 @@ def run_child(spec: dict[str, Any]) -> None:
         progress=False,
         score_fn=fake_score if spec["fake"] else None,
     )
+    sampler.stop()
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    workers = sampler.peak_kb
     result = {
         "scored": summary.scored,
         "failed": summary.failed,
