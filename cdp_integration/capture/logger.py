@@ -23,6 +23,7 @@ from typing import Any, Literal
 from urllib.parse import urldefrag
 
 import orjson
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from cdp_integration.capture import state
 from cdp_integration.capture.network import BodyPolicy, NetworkRecorder
@@ -63,10 +64,43 @@ def _fault(stage: str, exc: BaseException, tab_id: str | None = None) -> Capture
     )
 
 
+class _TimedCDP:
+    """A tab's CDP session whose commands give up after ``timeout_ms`` (Playwright's wait forever).
+
+    A hung or crashed renderer never answers: without a limit it would block the capture, and with
+    it the agent's episode. After one timeout the tab's renderer is taken as unresponsive until
+    ``reset()`` (the next capture): its other commands fail at once instead of each waiting the
+    full time. ``Target.*`` and ``Browser.*`` are answered by the browser process and still sent.
+    """
+
+    def __init__(self, session: Any, timeout_ms: float) -> None:
+        self.session = session
+        self.timeout_ms = timeout_ms
+        self.timed_out: str | None = None
+
+    def send(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        if self.timed_out is not None and not method.startswith(("Target.", "Browser.")):
+            raise TimeoutError(f"{method} not sent: {self.timed_out} timed out in this capture")
+        try:
+            return self.session.send(method, params, timeout=self.timeout_ms)
+        except PlaywrightTimeoutError:
+            self.timed_out = method
+            raise
+
+    def reset(self) -> None:
+        self.timed_out = None
+
+    def on(self, event: str, handler: Callable[[Any], None]) -> None:
+        self.session.on(event, handler)
+
+    def detach(self) -> None:
+        self.session.detach()
+
+
 @dataclass
 class _Tab:
     page: Any
-    cdp: Any
+    cdp: _TimedCDP
     tab_id: str
     origin: TrafficOrigin
 
@@ -89,7 +123,8 @@ class CDPSessionLogger:
     ``dom`` (which tabs get DOMSnapshot + HTML), ``reuse_observation_dom`` (store BrowserGym's own
     per-step snapshot of the active tab instead of taking a second), ``screenshot``, ``accessibility_tree``,
     ``response_bodies`` (``documents``, ``all`` or ``none``), ``max_html_bytes``, ``compresslevel``,
-    ``redact`` (``True`` or a ``RedactionPolicy``: secrets are replaced before anything is written).
+    ``redact`` (``True`` or a ``RedactionPolicy``: secrets are replaced before anything is written),
+    ``cdp_timeout_ms`` (a CDP command not answered in this time is a fault: a hung or crashed tab).
     """
 
     def __init__(
@@ -107,6 +142,7 @@ class CDPSessionLogger:
         record_evaluations: bool = True,
         task: dict[str, Any] | None = None,
         redact: bool | RedactionPolicy = False,
+        cdp_timeout_ms: float = 30_000,
     ) -> None:
         configured = session_dir or os.environ.get("WEBARENA_CDP_SESSION_DIR") or "cdp_sessions"
         self.session_dir = Path(configured)
@@ -120,6 +156,7 @@ class CDPSessionLogger:
             "reuse_observation_dom": reuse_observation_dom,
             "compresslevel": compresslevel,
             "record_evaluations": record_evaluations,
+            "cdp_timeout_ms": cdp_timeout_ms,
         }
         self.task: dict[str, Any] = dict(task or {})
         self._redactor = Redactor(redact if isinstance(redact, RedactionPolicy) else None) if redact else None
@@ -129,12 +166,15 @@ class CDPSessionLogger:
         self._tabs: dict[Any, _Tab] = {}
         self._contexts: list[Any] = []
         self._early: dict[Any, _EarlyRequest] = {}
+        self._crashed: set[Any] = set()
+        """Pages whose renderer crashed: their CDP sessions would never answer a command again."""
         self._primary_page: Any = None
         self._active_page: Callable[[], Any] | None = None
         self._final_answer: Callable[[], str | None] | None = None
         self._origin: TrafficOrigin = "agent"
         self._writer: SessionWriter | None = None
         self._unwritten: list[Step] = []
+        self._unsaved_network: list[NetworkExchange] = []
         self._pending_faults: list[CaptureFault] = []
         self._rewards: list[float] = []
         self._browser_version: str | None = None
@@ -250,7 +290,8 @@ class CDPSessionLogger:
     def _attach_tab(self, page: Any) -> None:
         if page in self._tabs or page.is_closed():
             return
-        cdp = page.context.new_cdp_session(page)
+        cdp = _TimedCDP(page.context.new_cdp_session(page), self.options["cdp_timeout_ms"])
+        page.on("crash", self._on_crash)
         tab_id = state.read_target_info(cdp)["targetId"]
         tab = _Tab(page=page, cdp=cdp, tab_id=tab_id, origin=self._origin)
         self._network.listen(cdp, tab_id, lambda: tab.origin)
@@ -260,6 +301,9 @@ class CDPSessionLogger:
             version = cdp.send("Browser.getVersion")
             self._browser_version = version.get("product")
             self._user_agent = version.get("userAgent")
+
+    def _on_crash(self, page: Any) -> None:
+        self._crashed.add(page)
 
     def _on_request(self, request: Any) -> None:
         try:
@@ -320,7 +364,7 @@ class CDPSessionLogger:
     def _pump_events(self) -> None:
         """One round trip, so Playwright dispatches queued events (new tabs) before we read tabs."""
         for tab in list(self._tabs.values()):
-            if not tab.page.is_closed():
+            if not tab.page.is_closed() and tab.page not in self._crashed:
                 with contextlib.suppress(Exception):
                     tab.cdp.send("Runtime.evaluate", {"expression": "0", "returnByValue": True})
                 return
@@ -361,11 +405,15 @@ class CDPSessionLogger:
             if active_page is not None and active_page not in self._tabs and not active_page.is_closed():
                 self._attach_context(active_page.context)
                 self._attach_tab_safely(active_page)
+        for tab in self._tabs.values():
+            tab.cdp.reset()
         self._pump_events()
         self._sync_tabs()
         tabs = self._live_tabs()
         active = self._current_active(tabs)
-        origins = {tab.tab_id: self._origins(tab, faults) for tab in tabs}
+        origins = {
+            tab.tab_id: [] if tab.page in self._crashed else self._origins(tab, faults) for tab in tabs
+        }
         tab_states = [
             self._capture_tab(
                 tab, tab is active, origins[tab.tab_id], faults, observed_dom if tab is active else None
@@ -381,6 +429,10 @@ class CDPSessionLogger:
                 faults.append(_fault("cookies", exc, active.tab_id))
             local_storage = self._local_storage(tabs, origins, faults)
         network = self._drain_network(faults, final=False)
+        for tab in tabs:
+            if self._tabs.get(tab.page) is not tab:  # dropped above; a new session follows it from now on
+                with contextlib.suppress(Exception):
+                    tab.cdp.detach()  # if this one still works, each request would be recorded twice
         current = next((t for t in tab_states if t.active), None)
         return Step(
             index=self.steps_captured,
@@ -414,6 +466,16 @@ class CDPSessionLogger:
         faults: list[CaptureFault],
         observed_dom: dict[str, Any] | None = None,
     ) -> TabState:
+        if tab.page in self._crashed:
+            faults.append(
+                CaptureFault(
+                    stage="tab",
+                    error_type="TargetCrashed",
+                    message="the tab's renderer crashed",
+                    tab_id=tab.tab_id,
+                )
+            )
+            return TabState(tab_id=tab.tab_id, url=tab.page.url, title="", active=active)
         url, title = "", ""
         try:
             info = state.read_target_info(tab.cdp)
@@ -470,7 +532,7 @@ class CDPSessionLogger:
         return result
 
     def _drain_network(self, faults: list[CaptureFault], *, final: bool) -> list[NetworkExchange]:
-        sessions = {tab.tab_id: tab.cdp for tab in self._tabs.values()}
+        sessions = {tab.tab_id: tab.cdp for tab in self._tabs.values() if tab.page not in self._crashed}
         try:
             exchanges, body_faults = self._network.drain(sessions, final=final)
             faults.extend(body_faults)
@@ -574,7 +636,8 @@ class CDPSessionLogger:
             self._ensure_writer().write_step(step)
         except Exception as exc:
             if self._writer is not None:
-                self._writer.abort()
+                with contextlib.suppress(Exception):  # closing flushes the buffer: fails the same way
+                    self._writer.abort()
             self._unwritten.append(step)
             self._pending_faults.append(_fault("write", exc))
 
@@ -603,7 +666,7 @@ class CDPSessionLogger:
             self.run_evaluation_probe(answer=final_answer)
         faults = self._pending_faults
         self._pending_faults = []
-        leftover = self._drain_network(faults, final=True) if self._tabs else []
+        leftover = self._unsaved_network + (self._drain_network(faults, final=True) if self._tabs else [])
         end = SessionEnd(
             task=_json_safe(self.task),
             probe=self._probe,
@@ -621,7 +684,9 @@ class CDPSessionLogger:
             if self._unwritten:
                 self._recover_writer()
             self.saved_path = self._ensure_writer().finish(end, final_path)
-        except Exception as exc:
+        except Exception as exc:  # a later save_session still records what this end record held
+            self._pending_faults[:0] = [*faults, _fault("write", exc)]
+            self._unsaved_network = leftover
             raise CaptureError(f"cannot write session {final_path}: {exc}") from exc
         return self.saved_path
 
@@ -658,17 +723,27 @@ class CDPSessionLogger:
         return self._probe
 
     def _recover_writer(self) -> None:
-        """After a failed write: rewrite what the broken partial file holds, plus the held-back steps."""
-        written: list[Step] = []
-        broken = self._writer
+        """After a failed write: rewrite what the broken partial file holds, plus the held-back steps.
+
+        If this fails too, every step is back in memory and the half-written file is gone, so a
+        later ``save_session`` starts over without losing or repeating a step.
+        """
+        broken, self._writer = self._writer, None
         if broken is not None and broken.partial_path.exists():
             with contextlib.suppress(SessionFormatError):
-                written = list(load_session(broken.partial_path).steps)
+                self._unwritten[:0] = load_session(broken.partial_path).steps
             broken.partial_path.unlink(missing_ok=True)
-        self._writer = None
-        writer = self._ensure_writer()
-        for step in [*written, *self._unwritten]:
-            writer.write_step(step)
+        try:
+            writer = self._ensure_writer()
+            for step in self._unwritten:
+                writer.write_step(step)
+        except Exception:
+            if self._writer is not None:
+                with contextlib.suppress(Exception):
+                    self._writer.abort()
+                self._writer.partial_path.unlink(missing_ok=True)
+                self._writer = None
+            raise
         self._unwritten = []
 
     def detach(self) -> None:
