@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
 import socket
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -12,6 +16,12 @@ from cdp_integration import environment
 from cdp_integration.demo import DemoSite
 
 environment.prepare()
+
+# Chromium and OpenHands write under $HOME (crash-report folders, settings); give this test run its own.
+_home = tempfile.mkdtemp(prefix="cdp-tests-home-")
+for _name in ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME"):
+    os.environ[_name] = _home if _name == "HOME" else os.path.join(_home, _name.lower())
+atexit.register(shutil.rmtree, _home, True)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,531 @@
+"""Run OpenHands on the WebArena demo tasks, shaped like OpenHands' own WebArena ``run_infer``.
+
+    WEBARENA_CDP_LOGGING=true .venv/bin/python evaluation/benchmarks/webarena/run_infer.py \\
+        --output-dir D [--mode agent|direct] [--eval-n-limit N] [--task-ids 10000 10004]
+    .venv/bin/python evaluation/benchmarks/webarena/eval_infer.py D
+
+Each demo task is the BrowserGym eval env ``browsergym/webarena_demo.<task_id>`` on the demo shop,
+which this script serves in-process. ``--mode agent`` (default) runs OpenHands' real agent loop:
+``run_controller`` with ``runtime="local"``, whose action-execution server owns the ``BrowserEnv``
+that runs the task and validates every step with the official evaluator; ``openhands_patch``
+captures that env into ``D/sessions/<instance_id>.session.jsonl.gz``. ``D/output.jsonl`` gets one
+line per task (``instance_id``, ``instruction``, ``history``, ``metrics``, ``error``,
+``test_result``, ``metadata``), ``D/metadata.json`` the run's settings; tasks already in
+``output.jsonl`` are skipped. ``--mode direct`` skips the agent loop and steps OpenHands'
+``BrowserEnv`` here.
+
+No LLM is reachable here, so unless ``--llm-base-url`` names one, the LLM is ``ScriptedLLM``: a local
+OpenAI-compatible endpoint (litellm reaches it through ``base_url``) whose every reply is the task's
+next scripted BrowserGym action. The workarounds openhands-ai 1.6.0 needs (an agent that asks for
+the accessibility tree, rewards from the session, a private ``HOME``/``TMPDIR``/tmux for
+LocalRuntime) are explained in this directory's README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+# litellm downloads its model price list at import unless told to use the bundled copy.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from cdp_integration.demo import DemoSite
+from cdp_integration.demo.tasks import (
+    DemoTask,
+    configure_demo_environment,
+    load_demo_tasks,
+    run_demo_task,
+)
+from cdp_integration.session.store import SESSION_SUFFIX, load_session
+from openhands_patch import ENABLE_VARIABLE, INSTANCE_VARIABLE, SESSION_DIR_VARIABLE, enabled
+
+__all__ = ["ScriptedLLM", "main", "resolve_plan", "run"]
+
+AGENT_NAME = "WebArenaBrowsingAgent"
+SCRIPTED_MODEL = "openai/scripted-demo-agent"
+FINAL_ACTION = 'send_msg_to_user("Done.")'
+"""The scripted LLM's reply once the plan is played: BrowsingAgent can only stop after a message."""
+_SHORT_TMP = 24
+"""Longest temp dir the private one is made in; beyond, ``/tmp``: Chromium's singleton socket and
+tmux's socket under the private one must fit in 107 bytes."""
+SERVER_URL_FILE = Path("/tmp/oh-server-url")
+"""Written by OpenHands' action-execution server whatever ``$TMPDIR`` says."""
+
+
+# -- the scripted LLM -------------------------------------------------------------------------------
+
+
+class ScriptedLLM:
+    """A local OpenAI-compatible ``/v1/chat/completions`` whose replies are scripted BrowserGym actions.
+
+    The reply to a BrowsingAgent prompt is ``plan[n]``, ``n`` being the number of actions listed under
+    the prompt's ``# Previous Actions``; past the plan it is ``FINAL_ACTION``. The answer depends on the
+    prompt only, so a retried request gets the same one. Stop sequences are applied as an OpenAI
+    server applies them (BrowsingAgent's parser restores the cut ``)```").
+    """
+
+    def __init__(self) -> None:
+        self.plan: list[str] = []
+        self.requests = 0
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> ScriptedLLM:
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                try:
+                    request = json.loads(self.rfile.read(length) or b"{}")
+                    body = owner.completion(request)
+                    status = 200
+                except (ValueError, TypeError, KeyError) as exc:
+                    body, status = {"error": {"message": f"scripted LLM: {exc}"}}, 400
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return None
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="scripted-llm", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join()
+        self._server = self._thread = None
+
+    @property
+    def base_url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("ScriptedLLM is not running")
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def reply(self, prompt: str) -> str:
+        marker = prompt.rfind("# Previous Actions")
+        done = 0
+        if marker >= 0:
+            section = prompt[marker:].split("\n", 1)[-1].split("\n\n", 1)[0]
+            done = sum(1 for line in section.splitlines() if line.strip())
+        action = self.plan[done] if done < len(self.plan) else FINAL_ACTION
+        return f"Step {done + 1} of the scripted plan.\n```{action}```"
+
+    def completion(self, request: dict[str, Any]) -> dict[str, Any]:
+        self.requests += 1
+        prompt = "\n".join(_text(message.get("content")) for message in request["messages"])
+        content = self.reply(prompt)
+        stops = request.get("stop") or []
+        for stop in [stops] if isinstance(stops, str) else stops:
+            if stop and stop in content:
+                content = content[: content.index(stop)]
+        return {
+            "id": f"scripted-{self.requests}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": request.get("model", SCRIPTED_MODEL),
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+            ],
+            "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": 16, "total_tokens": 16},
+        }
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return str(content or "")
+
+
+# -- the scripted plan ------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _capture_paused() -> Iterator[None]:
+    """BrowserGym envs created inside are not captured (``openhands_patch`` reads the variable per env)."""
+    saved = os.environ.get(ENABLE_VARIABLE)
+    os.environ[ENABLE_VARIABLE] = "false"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(ENABLE_VARIABLE, None)
+        else:
+            os.environ[ENABLE_VARIABLE] = saved
+
+
+def resolve_plan(task: DemoTask, trajectory: str, base_url: str) -> list[str]:
+    """The trajectory's BrowserGym action strings, element ids (bids) included.
+
+    Scripted steps name elements by CSS selector; an action names them by the id BrowserGym marks on
+    the live page. The trajectory is played once in plain BrowserGym, marking elements as OpenHands'
+    ``BrowserEnv`` does (``tags_to_mark="all"``), from the same reset shop, so the ids are those the
+    OpenHands run will see.
+    """
+    actions: list[str] = []
+
+    def record(env: Any) -> None:
+        env.unwrapped.tags_to_mark = "all"
+        step = env.step
+
+        def recording_step(action: str, *args: Any, **kwargs: Any) -> Any:
+            actions.append(action)
+            return step(action, *args, **kwargs)
+
+        env.step = recording_step
+
+    with _capture_paused():
+        run_demo_task(task, trajectory, base_url, on_env=record)  # type: ignore[arg-type]
+    return actions
+
+
+# -- one episode ------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _private_home() -> Iterator[Path]:
+    """A private ``HOME``, ``TMUX_TMPDIR`` and ``TMPDIR`` for the run, removed afterwards (see the module
+    docstring); ``USER`` names the current account and ``SU_TO_USER=false``; ``/tmp/oh-server-url``
+    restored. Entered before OpenHands is imported: some of its modules read ``HOME`` at import."""
+    base = tempfile.gettempdir()
+    if len(base) > _SHORT_TMP and Path("/tmp").is_dir():  # sockets below it must fit in 107 bytes
+        base = "/tmp"
+    root = Path(tempfile.mkdtemp(prefix="oh-run-", dir=base))
+    saved = {key: os.environ.get(key) for key in ("HOME", "TMUX_TMPDIR", "TMPDIR", "USER", "SU_TO_USER")}
+    url_file = SERVER_URL_FILE.read_bytes() if SERVER_URL_FILE.is_file() else None
+    for name in ("home", "tmux", "tmp"):
+        (root / name).mkdir()
+    os.environ.update(
+        HOME=str(root / "home"),
+        TMUX_TMPDIR=str(root / "tmux"),
+        TMPDIR=str(root / "tmp"),
+        USER=pwd.getpwuid(os.getuid()).pw_name,
+        SU_TO_USER="false",
+    )
+    tempfile.tempdir = None  # re-read TMPDIR
+    try:
+        yield root
+    finally:
+        tmux = shutil.which("tmux")
+        if tmux is not None:  # the bash session's tmux server, if it outlived its session
+            subprocess.run(
+                [tmux, "-S", str(root / "tmux" / f"tmux-{os.getuid()}" / "default"), "kill-server"],
+                capture_output=True,
+                check=False,
+            )
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        tempfile.tempdir = None
+        if url_file is None:
+            SERVER_URL_FILE.unlink(missing_ok=True)
+        else:
+            SERVER_URL_FILE.write_bytes(url_file)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _register_agent() -> None:
+    from openhands.agenthub.browsing_agent.browsing_agent import BrowsingAgent
+    from openhands.controller.agent import Agent
+    from openhands.events.action import BrowseInteractiveAction
+
+    class WebArenaBrowsingAgent(BrowsingAgent):
+        """OpenHands' BrowsingAgent, asking the runtime for the accessibility tree its prompt is built from."""
+
+        def step(self, state: Any) -> Any:
+            action = super().step(state)
+            if isinstance(action, BrowseInteractiveAction):
+                action.return_axtree = True
+            return action
+
+    with contextlib.suppress(Exception):  # AgentAlreadyRegisteredError on a second call
+        Agent.register(AGENT_NAME, WebArenaBrowsingAgent)
+
+
+def _llm_config(args: argparse.Namespace, scripted_url: str | None) -> Any:
+    from openhands.core.config import LLMConfig
+    from pydantic import SecretStr
+
+    return LLMConfig(
+        model=args.llm_model or SCRIPTED_MODEL,
+        base_url=args.llm_base_url or scripted_url,
+        api_key=SecretStr(args.llm_api_key or os.environ.get("LLM_API_KEY") or "scripted"),
+        num_retries=2,
+        retry_min_wait=1,
+        retry_max_wait=4,
+        timeout=120,
+    )
+
+
+def _user_reply(state: Any, encapsulate_solution: bool = False, try_parse: Any = None) -> str:
+    """The user's answer whenever the agent waits for one: BrowsingAgent then finishes."""
+    return "Thank you, that is all."
+
+
+def run_agent_episode(
+    args: argparse.Namespace, env_id: str, goal: str, llm: Any, workspace: Path
+) -> tuple[list[dict[str, Any]], dict[str, Any], str | None]:
+    """OpenHands' agent loop on one eval env; returns (history, metrics, error)."""
+    from openhands.core.config import AgentConfig, OpenHandsConfig, SandboxConfig
+    from openhands.core.main import run_controller
+    from openhands.core.setup import create_runtime
+    from openhands.events.action import MessageAction
+    from openhands.events.serialization.event import event_to_trajectory
+    from openhands.utils.async_utils import call_async_from_sync
+
+    workspace.mkdir(parents=True)
+    config = OpenHandsConfig(
+        default_agent=args.agent_cls,
+        runtime="local",
+        run_as_openhands=False,
+        max_iterations=args.max_iterations,
+        file_store="memory",
+        workspace_base=str(workspace),
+        sandbox=SandboxConfig(browsergym_eval_env=env_id),
+    )
+    config.set_llm_config(llm)
+    config.set_agent_config(AgentConfig(enable_mcp=False, enable_prompt_extensions=False))
+    runtime = create_runtime(config, headless_mode=True)
+    try:
+        call_async_from_sync(runtime.connect)
+        state = asyncio.run(
+            run_controller(
+                config=config,
+                initial_user_action=MessageAction(content=goal),
+                runtime=runtime,
+                fake_user_response_fn=_user_reply,
+            )
+        )
+    finally:
+        runtime.close()  # the server's shutdown closes BrowserEnv: the session is saved then
+    if state is None:
+        return [], {}, "the agent controller returned no state"
+    history = [event_to_trajectory(event) for event in state.history]
+    metrics = state.metrics.get() if state.metrics else {}
+    return history, metrics, state.last_error or None
+
+
+def run_direct_episode(
+    env_id: str, plan: Sequence[str]
+) -> tuple[list[dict[str, Any]], list[float], str | None, str | None]:
+    """OpenHands' ``BrowserEnv`` stepped here; returns (history, rewards, goal, error)."""
+    from openhands.runtime.browser.browser_env import (
+        BROWSER_EVAL_GET_GOAL_ACTION,
+        BROWSER_EVAL_GET_REWARDS_ACTION,
+        BrowserEnv,
+    )
+
+    env = BrowserEnv(env_id)
+    history: list[dict[str, Any]] = []
+    try:
+        goal = env.step(BROWSER_EVAL_GET_GOAL_ACTION)["text_content"]
+        for action in plan:
+            obs = env.step(action)
+            history.append(
+                {"action": action, "url": obs.get("url"), "error": obs.get("last_action_error") or None}
+            )
+        rewards = [float(r) for r in json.loads(env.step(BROWSER_EVAL_GET_REWARDS_ACTION)["text_content"])]
+    finally:
+        env.close()
+    error = next((h["error"] for h in history if h["error"]), None)
+    return history, rewards, goal, error
+
+
+# -- the run ----------------------------------------------------------------------------------------
+
+
+def _done_instances(output: Path) -> set[str]:
+    if not output.exists():
+        return set()
+    done = set()
+    for line in output.read_text().splitlines():
+        with contextlib.suppress(ValueError):
+            done.add(json.loads(line)["instance_id"])
+    return done
+
+
+def _git_commit() -> str | None:
+    try:
+        result = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return result.stdout.strip()
+
+
+def _session_rewards(path: Path) -> list[float] | None:
+    """The live per-step rewards the session recorded; in agent mode there is no other source (the
+    runtime returns ``GET_EVAL_REWARDS`` as page text without them)."""
+    if not path.exists():
+        return None
+    end = load_session(path).end
+    return [float(r) for r in end.rewards] if end is not None else None
+
+
+def _selected_tasks(args: argparse.Namespace) -> list[DemoTask]:
+    tasks = load_demo_tasks()
+    if args.task_ids:
+        wanted = set(args.task_ids)
+        tasks = [task for task in tasks if task.task_id in wanted]
+    return tasks[: args.eval_n_limit] if args.eval_n_limit else tasks
+
+
+def _metadata(args: argparse.Namespace, output_dir: Path) -> dict[str, Any]:
+    """The run's settings, as upstream's ``EvalMetadata`` (no API key)."""
+    return {
+        "agent_class": args.agent_cls if args.mode == "agent" else None,
+        "llm_config": {
+            "model": args.llm_model or SCRIPTED_MODEL,
+            "base_url": args.llm_base_url or "scripted",
+        },
+        "max_iterations": args.max_iterations,
+        "eval_output_dir": str(output_dir),
+        "start_time": datetime.now(UTC).isoformat(timespec="seconds"),
+        "git_commit": _git_commit(),
+        "dataset": "webarena_demo",
+        "details": {"mode": args.mode, "trajectory": args.trajectory, "capture": enabled()},
+    }
+
+
+def run(args: argparse.Namespace) -> Path:
+    """Every selected task once (those already in ``output.jsonl`` skipped); returns its path."""
+    output_dir: Path = args.output_dir.resolve()
+    sessions_dir = output_dir / "sessions"
+    output_dir.mkdir(parents=True, exist_ok=True)
+    output = output_dir / "output.jsonl"
+    if enabled():
+        os.environ[SESSION_DIR_VARIABLE] = str(sessions_dir)
+    done = _done_instances(output)
+    tasks = [task for task in _selected_tasks(args) if _instance_id(task) not in done]
+    metadata = _metadata(args, output_dir)
+    (output_dir / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
+    # Playwright's sync API leaves its event loop marked running in the thread that started it, where
+    # run_controller's asyncio.run() would then refuse to start: plans are resolved in a thread of their own.
+    planner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scripted-plan")
+    with _private_home() as home, DemoSite() as site, ScriptedLLM() as llm, planner:
+        configure_demo_environment(site.base_url)
+        if args.mode == "agent":
+            _register_agent()
+        for number, task in enumerate(tasks):
+            started = time.perf_counter()
+            instance_id = _instance_id(task)
+            session = sessions_dir / f"{instance_id}{SESSION_SUFFIX}"
+            session.unlink(missing_ok=True)
+            os.environ[INSTANCE_VARIABLE] = instance_id
+            plan: list[str] = []
+            if args.llm_base_url is None:
+                plan = planner.submit(resolve_plan, task, args.trajectory, site.base_url).result()
+            goal: str | None = task.config["intent"]
+            metrics: dict[str, Any] = {}
+            rewards: list[float] | None
+            if args.mode == "agent":
+                llm.plan = plan
+                llm_config = _llm_config(args, llm.base_url)
+                workspace = home / f"workspace-{number}"
+                history, metrics, error = run_agent_episode(
+                    args, task.env_id, str(goal), llm_config, workspace
+                )
+                rewards = _session_rewards(session)
+            else:
+                history, rewards, goal, error = run_direct_episode(task.env_id, plan)
+            reward = max(rewards) if rewards else None
+            duration = round(time.perf_counter() - started, 1)
+            line = {
+                "instance_id": instance_id,
+                "instruction": goal,
+                "instance": {"task_id": task.task_id, "env_id": task.env_id, "plan": plan},
+                "history": history,
+                "metrics": metrics,
+                "error": error,
+                "test_result": {
+                    "reward": reward,
+                    "rewards": rewards,
+                    "session": session.relative_to(output_dir).as_posix() if session.exists() else None,
+                },
+                "metadata": metadata | {"duration_s": duration},
+            }
+            with open(output, "a") as out:
+                out.write(json.dumps(line, default=str) + "\n")
+            saved = f", session {session}" if session.exists() else ", no session"
+            print(f"{instance_id}: reward {reward} in {duration} s{saved}", file=sys.stderr)
+    os.environ.pop(INSTANCE_VARIABLE, None)
+    return output
+
+
+def _instance_id(task: DemoTask) -> str:
+    return task.env_id.removeprefix("browsergym/")
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="run_infer.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output-dir", "--eval-output-dir", type=Path, required=True)
+    parser.add_argument("--mode", choices=("agent", "direct"), default="agent")
+    parser.add_argument("--agent-cls", default=AGENT_NAME)
+    parser.add_argument("--max-iterations", type=int, default=15)
+    parser.add_argument("--eval-n-limit", type=int, default=0, help="At most this many tasks (0: all).")
+    parser.add_argument("--task-ids", type=int, nargs="*", default=[], help="Only these demo task ids.")
+    parser.add_argument(
+        "--trajectory",
+        choices=("success", "failure"),
+        default="success",
+        help="Which scripted trajectory the scripted LLM (and --mode direct) plays.",
+    )
+    parser.add_argument("--llm-model", default=None, help=f"litellm model name [default: {SCRIPTED_MODEL}].")
+    parser.add_argument("--llm-base-url", default=None, help="A real OpenAI-compatible endpoint.")
+    parser.add_argument("--llm-api-key", default=None, help="[default: $LLM_API_KEY]")
+    args = parser.parse_args(argv)
+    if args.llm_base_url is not None and args.mode == "direct":
+        parser.error("--mode direct plays the scripted actions; it takes no LLM")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    if not enabled():
+        # Without the hook, OpenHands' browser process knows no demo task: it would die at gym.make and
+        # BrowserEnv would wait 200 s per start attempt before giving up.
+        sys.exit(
+            f"run_infer.py: error: set {ENABLE_VARIABLE}=true; the demo task ids exist in OpenHands' "
+            "browser process only through openhands_patch, which that variable switches on"
+        )
+    output = run(args)
+    print(f"wrote {output}")
+
+
+if __name__ == "__main__":
+    main()

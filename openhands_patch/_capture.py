@@ -1,0 +1,205 @@
+"""What the hooks do in a process with capture on: set-up, one logger per BrowserGym env, demo ids.
+
+Imported only once BrowserGym loads in a process where ``WEBARENA_CDP_LOGGING`` is true.
+
+Session life cycle, per ``browsergym.core.env.BrowserEnv`` instance (in OpenHands: the env its
+browser process makes with ``gym.make``):
+
+1. ``__init__`` attaches a ``CDPSessionLogger`` (``attach_to_browsergym_env``), which wraps this
+   instance's ``reset`` and ``step`` and the task's ``validate``.
+2. ``reset``: the instance id is fixed (``$WEBARENA_CDP_INSTANCE_ID``, else the env id plus a
+   timestamp and the process id), then the reset snapshot is captured with the task's WebArena
+   config and site URLs.
+3. Every ``step``: BrowserGym runs the action, then ``validate()`` (the official evaluator for
+   WebArena tasks, recorded call by call), then the logger captures the snapshot with that reward.
+4. ``close`` (OpenHands' ``SHUTDOWN``) saves the session before BrowserGym closes the browser. If the
+   final state was never validated (no step after reset), ``save_session`` first runs the logger's
+   end-of-episode probe: the official evaluator on the live final state, every call recorded.
+   If the process ends without ``close`` (OpenHands' browser loop stopped by a signal), a
+   multiprocessing finalizer saves it on the way out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import multiprocessing.util
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from importlib import resources
+from typing import Any
+
+from openhands_patch import enabled
+from openhands_patch._hooks import report
+
+__all__ = ["instance_id_for", "patch_browser_env", "prepare_environment", "register_demo_tasks"]
+
+_CAPTURE_ATTRIBUTE = "_webarena_cdp_capture"
+_PATCHED_MARK = "_webarena_cdp_patched"
+_WRAPPED = ("reset", "step")
+_EVALUATORS_MODULE = "webarena.evaluation_harness.evaluators"
+_DEMO_NAME_PREFIX = "webarena_demo."
+"""As ``cdp_integration.demo.tasks.DEMO_ENV_PREFIX`` without ``browsergym/`` (not imported here: see
+``register_demo_tasks``)."""
+
+
+def prepare_environment() -> None:
+    """System Chromium, punkt_tab and WebArena site placeholders for this process and its children.
+
+    A machine without them still runs (Playwright may have its own browser): the problem is reported.
+    """
+    from cdp_integration import environment
+    from cdp_integration.errors import CDPIntegrationError
+
+    try:
+        environment.prepare()
+    except CDPIntegrationError as exc:
+        report("environment.prepare() failed; BrowserGym may not find a browser", exc)
+        return
+    nltk_data = sys.modules.get("nltk.data")  # nltk read NLTK_DATA at import: tell it too
+    if nltk_data is not None:
+        for path in reversed(os.environ["NLTK_DATA"].split(os.pathsep)):
+            if path and path not in nltk_data.path:
+                nltk_data.path.insert(0, path)
+
+
+def register_demo_tasks() -> None:
+    """``browsergym/webarena_demo.<task_id>`` for every bundled demo task not registered yet.
+
+    The task class is imported when an env is made, not now: ``cdp_integration.demo.tasks`` imports
+    ``browsergym.webarena`` itself, so it may be what is importing it at this moment (a script's
+    top-level import, which a spawned child runs again).
+    """
+    import gymnasium as gym
+    from browsergym.core.registration import register_task
+
+    tasks = json.loads(resources.files("cdp_integration.demo").joinpath("tasks.json").read_text())
+    for entry in tasks:
+        task_id = int(entry["config"]["task_id"])
+        name = f"{_DEMO_NAME_PREFIX}{task_id}"
+        if f"browsergym/{name}" not in gym.registry:
+            register_task(name, functools.partial(_demo_task, task_id))
+
+
+def _demo_task(task_id: int, **kwargs: Any) -> Any:
+    """The demo task ``task_id`` as BrowserGym makes it (``seed``, ``base_url``, ... in ``kwargs``)."""
+    from cdp_integration.demo.tasks import DemoWebArenaTask, load_demo_tasks
+
+    config = next(task.config for task in load_demo_tasks() if task.task_id == task_id)
+    return DemoWebArenaTask(config=config, **kwargs)
+
+
+def instance_id_for(env: Any) -> str:
+    """``$WEBARENA_CDP_INSTANCE_ID``, else ``<env id>-<YYYYmmdd-HHMMSS>-<pid>``."""
+    configured = os.environ.get("WEBARENA_CDP_INSTANCE_ID")
+    if configured:
+        return configured
+    env_id = getattr(getattr(env, "spec", None), "id", None) or "browsergym"
+    name = str(env_id).removeprefix("browsergym/").replace("/", "_")
+    return f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+
+
+class _Capture:
+    """One env's logger; ``save`` runs once, whether from ``close`` or at process exit.
+
+    The logger wraps the env's ``reset`` and ``step``; around its wrappers sits a guard: an error of
+    the env itself propagates as before, an error of the capture after it is reported and the env's
+    result returned, so a capture bug can never end the browser process (OpenHands' parent would then
+    wait 200 s per start attempt).
+    """
+
+    def __init__(self, env: Any) -> None:
+        from cdp_integration.capture.logger import CDPSessionLogger
+
+        self.logger = CDPSessionLogger()
+        self._env = env
+        self._results: dict[str, Any] = {}
+        for name in _WRAPPED:
+            setattr(env, name, self._remembering(name, getattr(env, name)))
+        self.logger.attach_to_browsergym_env(env)
+        for name in _WRAPPED:
+            setattr(env, name, self._guarded(name, getattr(env, name)))
+        self._open = True
+        multiprocessing.util.Finalize(self, self.save, exitpriority=100)
+
+    def _remembering(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self._results[name] = result = method(*args, **kwargs)
+            return result
+
+        return call
+
+    def _guarded(self, name: str, capturing: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if name == "reset" and self.logger.instance_id is None:
+                self.logger.instance_id = instance_id_for(self._env)
+            self._results.pop(name, None)
+            try:
+                return capturing(*args, **kwargs)
+            except Exception as exc:
+                if name not in self._results:
+                    raise  # the env's own error
+                report(f"capture after {name} failed, the episode goes on", exc)
+                return self._results.pop(name)
+
+        return call
+
+    def save(self) -> None:
+        if not self._open:
+            return
+        self._open = False
+        try:
+            if self.logger.steps_captured:
+                with _probe_without_fixed_waits():
+                    path = self.logger.save_session()
+                print(f"openhands_patch: session saved to {path}", file=sys.stderr)
+        except Exception as exc:
+            report("saving the session failed", exc)
+        finally:
+            self.logger.detach()
+
+
+@contextlib.contextmanager
+def _probe_without_fixed_waits() -> Iterator[None]:
+    """The end probe (when it runs) without the evaluator's 3 s sleeps: OpenHands gives the browser
+    process 5 s to exit after ``SHUTDOWN`` before terminating it. Live ``validate()`` calls keep them."""
+    if _EVALUATORS_MODULE not in sys.modules:
+        yield
+        return
+    from cdp_integration.evaluate.official import skip_evaluator_sleep
+
+    with skip_evaluator_sleep():
+        yield
+
+
+def patch_browser_env(cls: type) -> None:
+    """Capture in every instance of BrowserGym's ``BrowserEnv`` (``cls``) created while
+    ``WEBARENA_CDP_LOGGING`` is true; idempotent."""
+    if cls.__dict__.get(_PATCHED_MARK):
+        return
+    original_init: Callable[..., None] = cls.__init__  # type: ignore[misc]
+    original_close: Callable[[Any], None] = cls.close  # type: ignore[attr-defined]
+
+    @functools.wraps(original_init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        if _CAPTURE_ATTRIBUTE in self.__dict__ or not enabled():  # read per env: a process may pause it
+            return
+        try:
+            self.__dict__[_CAPTURE_ATTRIBUTE] = _Capture(self)
+        except Exception as exc:
+            report("attaching the logger failed, no capture for this env", exc)
+
+    @functools.wraps(original_close)
+    def close(self: Any) -> None:
+        capture = self.__dict__.get(_CAPTURE_ATTRIBUTE)
+        if capture is not None:
+            capture.save()
+        original_close(self)
+
+    cls.__init__ = __init__  # type: ignore[misc]
+    cls.close = close  # type: ignore[attr-defined]
+    setattr(cls, _PATCHED_MARK, True)

@@ -1,0 +1,299 @@
+"""OpenHands' own ``BrowserEnv`` (openhands-ai 1.6.0, unmodified), capture switched by ``WEBARENA_CDP_LOGGING``.
+
+``BrowserEnv`` runs BrowserGym in a process it spawns; what captures there is the ``.pth`` autoload
+that ``openhands_patch`` installs, so these tests exercise the crossing of that process boundary.
+Every process they start carries a marker variable; none may outlive its test. Private ``HOME`` and
+``TMPDIR`` keep Chromium's and OpenHands' files out of the machine's own.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import re
+import signal
+import site
+import subprocess
+import sys
+import tempfile
+import time
+import timeit
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdp_integration.demo import DemoSite
+from cdp_integration.demo.tasks import configure_demo_environment
+from cdp_integration.evaluate.batch import score_directory
+from cdp_integration.session.store import load_session
+
+pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore:grpcio:FutureWarning")]
+
+REPO = Path(__file__).resolve().parents[2]
+PTH_SOURCE = REPO / "openhands_patch" / "webarena_cdp_logging.pth"
+TASK_ID = 10000
+"""string_match (exact SKU): goto the search, open the product, answer; no 3 s program_html waits."""
+SKU = "DS-HK-003"
+MARKER = "CDP_OPENHANDS_TEST_MARKER"
+
+
+def marked_processes(marker: str) -> list[str]:
+    """Live processes whose environment carries ``MARKER=marker``, as ``pid command``.
+
+    Not counted: this process, and its multiprocessing resource tracker (started by BrowserEnv's
+    ``spawn``, it lives as long as this process does); nor zombies (exited, waiting to be reaped).
+    """
+    from multiprocessing import resource_tracker
+
+    own = {os.getpid(), getattr(resource_tracker._resource_tracker, "_pid", None)}
+    needle = f"{MARKER}={marker}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in own:
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError):
+            continue
+        if needle in environ.split(b"\0") and state != "Z":
+            found.append(f"{entry.name} {command[:200]}")
+    return found
+
+
+def wait_for_no_marked_processes(marker: str, timeout: float = 10.0) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while (left := marked_processes(marker)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+@dataclass
+class Episode:
+    goal: str
+    actions: list[str]
+    rewards: list[float]
+    urls: list[str]
+    sessions: Path
+
+
+@pytest.fixture(scope="module")
+def openhands_env(tmp_path_factory: pytest.TempPathFactory, demo_site: DemoSite) -> Iterator[Any]:
+    """``BrowserEnv`` imported under a private ``HOME``/``TMPDIR``; the module's environment settings."""
+    root = tmp_path_factory.mktemp("openhands")
+    (root / "home").mkdir()
+    (root / "tmp").mkdir()
+    marker = uuid.uuid4().hex
+    start_method = multiprocessing.get_start_method(allow_none=True)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    with pytest.MonkeyPatch.context() as patch:
+        configure_demo_environment(demo_site.base_url)
+        patch.setenv("HOME", str(root / "home"))
+        patch.setenv("TMPDIR", str(root / "tmp"))
+        patch.setenv(MARKER, marker)
+        patch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm would fetch its price list
+        patch.setattr(tempfile, "tempdir", str(root / "tmp"))  # openhands_aci makes a temp dir at import
+        from openhands.runtime.browser import browser_env
+
+        yield browser_env, root, marker
+    multiprocessing.set_start_method(start_method, force=True)  # BrowserEnv forces "spawn"
+    for sig, handler in handlers.items():  # OpenHands' shutdown listener installs its own
+        signal.signal(sig, handler)
+    assert wait_for_no_marked_processes(marker) == []
+
+
+def bid_of(obs: dict[str, Any], role: str, name_part: str) -> str:
+    """The BrowserGym id of the first accessibility-tree node with ``role`` whose name has ``name_part``."""
+    for node in obs["axtree_object"]["nodes"]:
+        if node.get("role", {}).get("value") == role and name_part in str(node.get("name", {}).get("value")):
+            return str(node["browsergym_id"])
+    raise AssertionError(f"no {role} named like {name_part!r} on {obs['url']}")
+
+
+@pytest.fixture(scope="module")
+def captured(openhands_env: Any, demo_site: DemoSite) -> Episode:
+    """One eval episode in BrowserEnv's child with ``WEBARENA_CDP_LOGGING=true`` (no instance id set)."""
+    browser_env, root, _ = openhands_env
+    sessions = root / "sessions"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("WEBARENA_CDP_LOGGING", "true")
+        patch.setenv("WEBARENA_CDP_SESSION_DIR", str(sessions))
+        patch.delenv("WEBARENA_CDP_INSTANCE_ID", raising=False)
+        env = browser_env.BrowserEnv(f"browsergym/webarena_demo.{TASK_ID}")
+    try:
+        goal = env.step(browser_env.BROWSER_EVAL_GET_GOAL_ACTION)["text_content"]
+        actions = [f"goto({demo_site.base_url + '/search?q=skillet'!r})"]
+        observations = [env.step(actions[0])]
+        actions.append(f"click({bid_of(observations[0], 'link', 'Cast Iron Skillet')!r})")
+        observations.append(env.step(actions[1]))
+        assert SKU in observations[1]["text_content"]
+        actions.append(f"send_msg_to_user({SKU!r})")
+        observations.append(env.step(actions[2]))
+        rewards = json.loads(env.step(browser_env.BROWSER_EVAL_GET_REWARDS_ACTION)["text_content"])
+    finally:
+        env.close()
+    assert all(not obs["last_action_error"] for obs in observations)
+    return Episode(goal, actions, rewards, [obs["url"] for obs in observations], sessions)
+
+
+def test_one_session_with_the_reset_and_every_action(captured: Episode) -> None:
+    files = sorted(path.name for path in captured.sessions.iterdir())
+    assert len(files) == 1, files  # saved on SHUTDOWN; no *.partial left
+    assert re.fullmatch(rf"webarena_demo\.{TASK_ID}-\d{{8}}-\d{{6}}-\d+\.session\.jsonl\.gz", files[0])
+    session = load_session(captured.sessions / files[0])
+    assert session.complete
+    assert [step.trigger for step in session.steps] == ["reset", "action", "action", "action"]
+    assert [step.action for step in session.steps[1:]] == captured.actions
+    assert [step.url for step in session.steps[1:]] == captured.urls
+    assert [step.reward for step in session.steps[1:]] == captured.rewards
+    assert all(step.evaluation is not None for step in session.steps[1:])  # each live validate() recorded
+    assert session.task["env_id"] == f"browsergym/webarena_demo.{TASK_ID}"
+    assert session.task["config"]["task_id"] == TASK_ID
+    assert session.task["goal"] == captured.goal
+
+
+def test_eval_infer_scores_what_browserenv_rewarded(captured: Episode, tmp_path: Path) -> None:
+    assert captured.rewards == [0.0, 0.0, 1.0]
+    summary = score_directory(captured.sessions, tmp_path, progress=False)
+    assert (summary.scored, summary.failed) == (1, 0)
+    (line,) = [json.loads(text) for text in (tmp_path / "output.jsonl").read_text().splitlines()]
+    assert line["test_result"]["max_score"] == max(captured.rewards)  # OpenHands' reward: the max
+    assert line["test_result"]["score"] == captured.rewards[-1]
+    assert line["test_result"]["live_max"] == max(captured.rewards)
+
+
+def test_without_the_variable_nothing_is_written(
+    openhands_env: Any, demo_site: DemoSite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    browser_env, root, _ = openhands_env
+    sessions = tmp_path / "sessions"
+    monkeypatch.chdir(tmp_path)  # where a logger would default to ./cdp_sessions
+    monkeypatch.delenv("WEBARENA_CDP_LOGGING", raising=False)
+    monkeypatch.setenv("WEBARENA_CDP_SESSION_DIR", str(sessions))
+    monkeypatch.setenv("BROWSERGYM_DOWNLOAD_DIR", str(root / "downloads"))  # else /workspace/.downloads/
+    env = browser_env.BrowserEnv()  # demo ids exist only with the hook: the plain open-ended env
+    try:
+        obs = env.step(f"goto({demo_site.base_url + '/search?q=skillet'!r})")
+    finally:
+        env.close()
+    assert obs["url"].endswith("/search?q=skillet") and not obs["last_action_error"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def run_python(code: str, **env: str) -> str:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("WEBARENA_CDP_")} | env
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=environ, capture_output=True, text=True, check=True, timeout=120
+    )
+    return result.stdout
+
+
+def test_pth_autoload_is_installed_and_switched_by_the_variable() -> None:
+    installed = [
+        Path(d) / PTH_SOURCE.name for d in site.getsitepackages() if (Path(d) / PTH_SOURCE.name).exists()
+    ]
+    assert [path.read_text() for path in installed] == [PTH_SOURCE.read_text()]
+    probe = (
+        "import sys, browsergym.core.env as e, browsergym.webarena, gymnasium as gym;"
+        "print(sorted(m for m in sys.modules if m.startswith('openhands_patch')),"
+        "getattr(e.BrowserEnv, '_webarena_cdp_patched', False),"
+        f"'browsergym/webarena_demo.{TASK_ID}' in gym.registry)"
+    )
+    assert run_python(probe).strip() == "[] False False"
+    on = run_python(probe, WEBARENA_CDP_LOGGING="true").strip()
+    assert on == "['openhands_patch', 'openhands_patch._capture', 'openhands_patch._hooks'] True True"
+    assert run_python(probe, WEBARENA_CDP_LOGGING="false").strip().endswith("False False")
+
+
+def test_pth_line_costs_nothing_without_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("WEBARENA_CDP_LOGGING", raising=False)
+    code = compile(PTH_SOURCE.read_text(), str(PTH_SOURCE), "exec")
+    seconds = timeit.timeit(lambda: exec(code, {}), number=10_000) / 10_000
+    print(f"\n.pth line without the variable: {seconds * 1e6:.2f} µs")
+    assert seconds < 50e-6
+    # And the package itself, when the variable is set but false: stdlib only.
+    importtime = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import openhands_patch"],
+        env={k: v for k, v in os.environ.items() if not k.startswith("WEBARENA_CDP_")},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stderr
+    (line,) = [text for text in importtime.splitlines() if text.rstrip().endswith("| openhands_patch")]
+    cumulative_us = int(line.split("|")[1])
+    print(f"import openhands_patch: {cumulative_us} µs")
+    assert cumulative_us < 20_000
+
+
+def test_run_infer_agent_loop_then_eval_infer(tmp_path: Path) -> None:
+    """The README's two commands: OpenHands' agent loop (run_controller, LocalRuntime) driven by the
+    scripted LLM, capture on, then offline scoring of its output directory.
+
+    run_infer gives LocalRuntime a HOME, TMPDIR and tmux of its own, so even the private ones this test
+    passes stay empty; ``/tmp/oh-server-url``, which OpenHands writes whatever TMPDIR says, is restored.
+    """
+    output, home, tmp = tmp_path / "run", tmp_path / "home", tmp_path / "tmp"
+    home.mkdir()
+    tmp.mkdir()
+    marker = uuid.uuid4().hex
+    server_url = Path("/tmp/oh-server-url")
+    server_url_before = server_url.read_bytes() if server_url.exists() else None
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("WEBARENA_CDP_")} | {
+        "WEBARENA_CDP_LOGGING": "true",
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
+        MARKER: marker,
+    }
+    scripts = REPO / "evaluation" / "benchmarks" / "webarena"
+    started = time.perf_counter()
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(scripts / "run_infer.py"),
+            "--output-dir",
+            str(output),
+            "--task-ids",
+            str(TASK_ID),
+        ],
+        env=environ,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    print(f"\nrun_infer (agent loop, one task): {time.perf_counter() - started:.1f} s")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert wait_for_no_marked_processes(marker) == []
+    assert (server_url.read_bytes() if server_url.exists() else None) == server_url_before
+    assert list(home.iterdir()) == [] and list(tmp.iterdir()) == []
+
+    (line,) = [json.loads(text) for text in (output / "output.jsonl").read_text().splitlines()]
+    assert line["instance_id"] == f"webarena_demo.{TASK_ID}" and line["error"] is None
+    assert line["metadata"]["agent_class"] == "WebArenaBrowsingAgent"
+    browsed = [
+        e["args"]["browser_actions"] for e in line["history"] if e.get("action") == "browse_interactive"
+    ]
+    assert browsed == line["instance"]["plan"] and browsed[-1] == f"send_msg_to_user({SKU!r})"
+    assert line["history"][-1]["action"] == "finish"
+    assert line["test_result"]["rewards"] == [0.0, 0.0, 1.0] and line["test_result"]["reward"] == 1.0
+    session = load_session(output / line["test_result"]["session"])
+    assert [step.trigger for step in session.steps] == ["reset", "action", "action", "action"]
+
+    scored = subprocess.run(
+        [sys.executable, str(scripts / "eval_infer.py"), str(output), "--no-progress"],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert scored.returncode == 0, scored.stderr[-3000:]
+    (result,) = [json.loads(t) for t in (output / "eval_output" / "output.jsonl").read_text().splitlines()]
+    assert result["instance_id"] == line["instance_id"]
+    assert result["test_result"]["max_score"] == line["test_result"]["reward"]
+    assert result["test_result"]["score"] == line["test_result"]["rewards"][-1]
