@@ -6,6 +6,7 @@
     ├── CaptureError (RuntimeError)          one capture step failed (recorded, never raised into a step)
     ├── ReplayMissError (LookupError)        replay was asked something the session has no answer for
     ├── EvaluationError (RuntimeError)       a session could not be scored
+    ├── DemoTaskError (ValueError)           a demo tasks file is malformed
     └── EnvironmentSetupError (RuntimeError) Chromium / punkt_tab / site variables missing
 
 Each subclass also inherits the matching builtin, so callers may catch either. The CLI turns every
@@ -17,6 +18,7 @@ from __future__ import annotations
 __all__ = [
     "CDPIntegrationError",
     "CaptureError",
+    "DemoTaskError",
     "EnvironmentSetupError",
     "EvaluationError",
     "ReplayMissError",
@@ -51,3 +53,7 @@ class EvaluationError(CDPIntegrationError, RuntimeError):
 
 class EnvironmentSetupError(CDPIntegrationError, RuntimeError):
     """Something the toolkit needs on this machine is missing; the message names the fix."""
+
+
+class DemoTaskError(CDPIntegrationError, ValueError):
+    """A demo tasks file (``tasks.json`` format) is malformed; the message names the entry."""

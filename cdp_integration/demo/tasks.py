@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from cdp_integration import environment
-from cdp_integration.errors import CDPIntegrationError
+from cdp_integration.errors import DemoTaskError
 
 
 def _make_punkt_tab_findable() -> None:
@@ -97,10 +97,6 @@ CONFIG_KEYS = (
 )
 EVAL_KEYS = ("eval_types", "reference_answers", "reference_url", "program_html")
 EVAL_TYPES = frozenset({"string_match", "url_match", "program_html"})
-
-
-class DemoTaskError(CDPIntegrationError, ValueError):
-    """A demo task file (or entry) is not in the expected format; the message names the entry."""
 
 
 @dataclass(frozen=True)
