@@ -14,6 +14,7 @@ of the final state) and ``max_score`` (BrowserGym/OpenHands: the best per-step r
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import types
@@ -146,7 +147,7 @@ def _webarena_task(config_file: str, urls: Mapping[str, str], tab_urls: list[str
 
 def evaluate_step(session: Session, step: int, config: Mapping[str, Any] | None = None) -> StepScore:
     """Replay BrowserGym's ``validate`` at ``step`` offline; raise ``ReplayMissError`` on a gap."""
-    environment.prepare()
+    _prepare_once()
     config = session_config(session, config)
     context = MockBrowserContext(session, step)
     evaluation = context.evaluation
@@ -172,6 +173,12 @@ def evaluate_step(session: Session, step: int, config: Mapping[str, Any] | None 
         source="recorded" if evaluation is not None else "captured",
         error=info.get("error") if isinstance(info, dict) else None,
     )
+
+
+@functools.cache
+def _prepare_once() -> None:
+    """The environment the evaluator modules need, checked once per process (not once per step)."""
+    environment.prepare()
 
 
 def _history(session: Session) -> list[dict[str, Any]]:
