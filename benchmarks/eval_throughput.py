@@ -223,7 +223,6 @@ def run_child(spec: dict[str, Any]) -> None:
                 sample,
                 Path(folder) / "out",
                 workers=spec["workers"],
-                progress=False,
                 score_fn=fake_score if spec["fake"] else None,
             )
     sampler = _DescendantRss()
@@ -232,7 +231,6 @@ def run_child(spec: dict[str, Any]) -> None:
         spec["sessions"],
         spec["output"],
         workers=spec["workers"],
-        progress=False,
         score_fn=fake_score if spec["fake"] else None,
     )
     sampler.stop()

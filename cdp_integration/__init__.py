@@ -1,33 +1,55 @@
-"""Capture web-agent episodes over CDP; replay and score them offline with the official evaluators."""
+"""Capture web-agent episodes over CDP; replay and score them offline with the official evaluators.
 
-from cdp_integration.capture.logger import CDPSessionLogger
-from cdp_integration.errors import (
-    CaptureError,
-    CDPIntegrationError,
-    EnvironmentSetupError,
-    EvaluationError,
-    ReplayMissError,
-    SessionFormatError,
-    SessionVersionError,
-)
-from cdp_integration.evaluate.scoring import evaluate_session
-from cdp_integration.har.export import session_to_har
-from cdp_integration.replay import (
-    MockBrowserContext,
-    MockCDPSession,
-    MockPage,
-    WebArenaCDPIntegration,
-)
-from cdp_integration.session import FORMAT_VERSION, Session, load_session
-from cdp_integration.session.redact import redact_session
+The names below are imported on first use (PEP 562), so ``import cdp_integration`` loads no
+Playwright, BrowserGym or evaluator module. Layers, each importing only the ones before it::
 
-__version__ = "0.1.0"
+    errors, _version, environment, interception, webarena   (bottom: no package imports but errors)
+    session   the file format: models, store, schema, redaction
+    har       session <-> HAR 1.2
+    replay    MockPage / MockBrowserContext / MockCDPSession over a session
+    capture   CDPSessionLogger
+    evaluate  official evaluators and WebArena-Verified over a session; batch scoring, reports
+    debug     stepper, diffs, HTML viewer
+    cli       the ``cdp-session`` commands (``evaluate.command``, ``debug.commands`` belong here)
+
+``demo`` (the bundled shop) sits outside: it uses the library; the library never imports it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cdp_integration._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from cdp_integration._version import __version__ as __version__
+    from cdp_integration.capture.logger import CDPSessionLogger
+    from cdp_integration.errors import (
+        CaptureError,
+        CDPIntegrationError,
+        DemoTaskError,
+        EnvironmentSetupError,
+        EvaluationError,
+        ReplayMissError,
+        SessionFormatError,
+        SessionVersionError,
+        StepIndexError,
+    )
+    from cdp_integration.evaluate.scoring import evaluate_session
+    from cdp_integration.har.export import session_to_har
+    from cdp_integration.replay import WebArenaCDPIntegration
+    from cdp_integration.replay.cdp import MockCDPSession
+    from cdp_integration.replay.page import MockBrowserContext, MockPage, replay_step
+    from cdp_integration.session.models import FORMAT_VERSION
+    from cdp_integration.session.redact import redact_session
+    from cdp_integration.session.store import Session, load_session
 
 __all__ = [
     "FORMAT_VERSION",
     "CDPIntegrationError",
     "CDPSessionLogger",
     "CaptureError",
+    "DemoTaskError",
     "EnvironmentSetupError",
     "EvaluationError",
     "MockBrowserContext",
@@ -37,9 +59,40 @@ __all__ = [
     "Session",
     "SessionFormatError",
     "SessionVersionError",
+    "StepIndexError",
     "WebArenaCDPIntegration",
     "evaluate_session",
     "load_session",
     "redact_session",
+    "replay_step",
     "session_to_har",
 ]
+
+_ERRORS = "cdp_integration.errors"
+__getattr__, __dir__ = lazy_exports(
+    globals(),
+    {
+        "__version__": "cdp_integration._version",
+        "CDPSessionLogger": "cdp_integration.capture.logger",
+        "CDPIntegrationError": _ERRORS,
+        "CaptureError": _ERRORS,
+        "DemoTaskError": _ERRORS,
+        "EnvironmentSetupError": _ERRORS,
+        "EvaluationError": _ERRORS,
+        "ReplayMissError": _ERRORS,
+        "SessionFormatError": _ERRORS,
+        "SessionVersionError": _ERRORS,
+        "StepIndexError": _ERRORS,
+        "evaluate_session": "cdp_integration.evaluate.scoring",
+        "session_to_har": "cdp_integration.har.export",
+        "WebArenaCDPIntegration": "cdp_integration.replay",
+        "MockCDPSession": "cdp_integration.replay.cdp",
+        "MockBrowserContext": "cdp_integration.replay.page",
+        "MockPage": "cdp_integration.replay.page",
+        "replay_step": "cdp_integration.replay.page",
+        "FORMAT_VERSION": "cdp_integration.session.models",
+        "redact_session": "cdp_integration.session.redact",
+        "Session": "cdp_integration.session.store",
+        "load_session": "cdp_integration.session.store",
+    },
+)

@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import orjson
 
 from cdp_integration.debug.commands import register_debug_commands
 from cdp_integration.errors import CDPIntegrationError
 from cdp_integration.evaluate.command import register_eval_command
-from cdp_integration.session.store import Session, load_session
+
+if TYPE_CHECKING:
+    from cdp_integration.session.store import Session
 
 __all__ = ["cli", "main"]
 
@@ -36,8 +37,7 @@ def _parse_steps(value: str | None, session: Session) -> range | None:
     count = len(session.steps)
     try:
         if ":" not in value:
-            index = int(value)
-            index = index + count if index < 0 else index
+            index = session.step_index(int(value))
             return range(index, index + 1)
         start_text, _, stop_text = value.partition(":")
         start = int(start_text) if start_text else 0
@@ -61,6 +61,8 @@ def cli() -> None:
 @click.argument("session_path", type=click.Path(path_type=Path))
 def info(session_path: Path) -> None:
     """List the steps of SESSION: trigger, URL, title, requests, capture time, errors."""
+    from cdp_integration.session.store import load_session
+
     session = load_session(session_path)
     header = session.header
     state = "finished" if session.complete else "partial (episode did not finish saving)"
@@ -95,7 +97,10 @@ def info(session_path: Path) -> None:
 @click.option("--include-evaluator", is_flag=True, help="Keep the live evaluator's own tabs' traffic.")
 def har(session_path: Path, output: Path, steps_text: str | None, include_evaluator: bool) -> None:
     """Export SESSION's network traffic as HAR 1.2 (each entry tagged with its step)."""
+    import orjson
+
     from cdp_integration.har.export import session_to_har
+    from cdp_integration.session.store import load_session
 
     session = load_session(session_path)
     document = session_to_har(
@@ -115,6 +120,8 @@ def har(session_path: Path, output: Path, steps_text: str | None, include_evalua
 )
 def schema(output: Path | None) -> None:
     """Print the JSON Schema of a session file's records."""
+    import orjson
+
     from cdp_integration.session.schema import session_json_schema
 
     text = orjson.dumps(session_json_schema(), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"

@@ -4,6 +4,7 @@
     ├── SessionFormatError (ValueError)      a file is not a readable session of this format
     │   └── SessionVersionError              written by a format version we cannot read
     ├── CaptureError (RuntimeError)          one capture step failed (recorded, never raised into a step)
+    ├── StepIndexError (IndexError)          a session has no step of that number
     ├── ReplayMissError (LookupError)        replay was asked something the session has no answer for
     ├── EvaluationError (RuntimeError)       a session could not be scored
     ├── DemoTaskError (ValueError)           a demo tasks file is malformed
@@ -24,6 +25,7 @@ __all__ = [
     "ReplayMissError",
     "SessionFormatError",
     "SessionVersionError",
+    "StepIndexError",
 ]
 
 
@@ -37,6 +39,10 @@ class SessionFormatError(CDPIntegrationError, ValueError):
 
 class SessionVersionError(SessionFormatError):
     """The session was written by a format version this release cannot read."""
+
+
+class StepIndexError(CDPIntegrationError, IndexError):
+    """A session has no step of that number (negative numbers count from the end)."""
 
 
 class CaptureError(CDPIntegrationError, RuntimeError):

@@ -29,7 +29,6 @@ from cdp_integration.capture import state
 from cdp_integration.capture.network import BodyPolicy, NetworkRecorder
 from cdp_integration.capture.probes import EvaluationRecorder, build_trajectory, webarena_config_file
 from cdp_integration.errors import CaptureError, SessionFormatError
-from cdp_integration.evaluate.official import use_site_urls
 from cdp_integration.session.models import (
     CaptureFault,
     Cookie,
@@ -50,6 +49,7 @@ from cdp_integration.session.store import (
     load_session,
     new_header,
 )
+from cdp_integration.webarena import use_site_urls
 
 __all__ = ["CDPSessionLogger", "DomScope"]
 

@@ -4,21 +4,30 @@
 ``visible_text``) are computed here once; ``cdp-session steps/show/diff`` print them, the stepper
 (``cdp-session debug``) prints them at a prompt, and ``cdp-session view`` renders them into one
 self-contained HTML file. ``export_wabe`` writes an episode in WABE's layout for its LLM judge.
+
+Names are imported on first use (PEP 562), so importing one module of the package loads no other.
 """
 
-from cdp_integration.debug.diff import CookieChange, StepDiff, StorageChange, TabChange, diff
-from cdp_integration.debug.stepper import Stepper
-from cdp_integration.debug.text import visible_text
-from cdp_integration.debug.viewer import render_viewer, write_viewer
-from cdp_integration.debug.views import (
-    EvaluationSummary,
-    RequestRow,
-    StepSummary,
-    resolve_step,
-    step_requests,
-    step_summaries,
-)
-from cdp_integration.debug.wabe import export_wabe
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cdp_integration._lazy import lazy_exports
+from cdp_integration.debug.diff import diff  # eager: the name is also its module's
+
+if TYPE_CHECKING:
+    from cdp_integration.debug.diff import CookieChange, StepDiff, StorageChange, TabChange
+    from cdp_integration.debug.stepper import Stepper
+    from cdp_integration.debug.text import visible_text
+    from cdp_integration.debug.viewer import render_viewer, write_viewer
+    from cdp_integration.debug.views import (
+        EvaluationSummary,
+        RequestRow,
+        StepSummary,
+        step_requests,
+        step_summaries,
+    )
+    from cdp_integration.debug.wabe import export_wabe
 
 __all__ = [
     "CookieChange",
@@ -32,9 +41,28 @@ __all__ = [
     "diff",
     "export_wabe",
     "render_viewer",
-    "resolve_step",
     "step_requests",
     "step_summaries",
     "visible_text",
     "write_viewer",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    globals(),
+    {
+        "CookieChange": "cdp_integration.debug.diff",
+        "StepDiff": "cdp_integration.debug.diff",
+        "StorageChange": "cdp_integration.debug.diff",
+        "TabChange": "cdp_integration.debug.diff",
+        "Stepper": "cdp_integration.debug.stepper",
+        "visible_text": "cdp_integration.debug.text",
+        "render_viewer": "cdp_integration.debug.viewer",
+        "write_viewer": "cdp_integration.debug.viewer",
+        "EvaluationSummary": "cdp_integration.debug.views",
+        "RequestRow": "cdp_integration.debug.views",
+        "StepSummary": "cdp_integration.debug.views",
+        "step_requests": "cdp_integration.debug.views",
+        "step_summaries": "cdp_integration.debug.views",
+        "export_wabe": "cdp_integration.debug.wabe",
+    },
+)

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from cdp_integration.debug.text import Element, find_element, word_set
-from cdp_integration.debug.views import resolve_step
 from cdp_integration.session.store import Session
 
 __all__ = ["ParsedAction", "action_target", "describe_element", "mind2web_action", "parse_action"]
@@ -57,7 +56,7 @@ def parse_action(action: str | None) -> ParsedAction | None:
 
 def action_target(session: Session, step: int) -> Element | None:
     """The element step ``step``'s action acted on, found in the previous step's HTML (any tab)."""
-    index = resolve_step(session, step)
+    index = session.step_index(step)
     parsed = parse_action(session.steps[index].action)
     if index == 0 or parsed is None or parsed.bid is None:
         return None
@@ -95,7 +94,7 @@ def mind2web_action(session: Session, step: int) -> str | None:
 
     Actions without an element (``goto``, ``go_back``, an answer) keep their own words.
     """
-    index = resolve_step(session, step)
+    index = session.step_index(step)
     action = session.steps[index].action
     if action is None:
         return None

@@ -8,15 +8,15 @@ may be negative (``-1`` is the last step).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import orjson
 
-from cdp_integration.debug.diff import diff
-from cdp_integration.debug.render import View, format_diff, format_step, format_steps
-from cdp_integration.debug.views import resolve_step
-from cdp_integration.session.store import SESSION_SUFFIX, Session, load_session
+from cdp_integration.errors import StepIndexError
+
+if TYPE_CHECKING:
+    from cdp_integration.debug.render import View
+    from cdp_integration.session.store import Session
 
 __all__ = ["register_debug_commands"]
 
@@ -25,10 +25,17 @@ _SESSION = click.argument("session_path", metavar="SESSION", type=click.Path(pat
 _NEGATIVE_NUMBERS: dict[str, Any] = {"ignore_unknown_options": True}
 
 
+def _load_session(path: Path) -> Session:
+    """The session file at ``path`` (the store loads pydantic models: imported when a command runs)."""
+    from cdp_integration.session.store import load_session
+
+    return load_session(path)
+
+
 def _step(session: Session, value: int, name: str) -> int:
     try:
-        return resolve_step(session, value)
-    except IndexError as exc:
+        return session.step_index(value)
+    except StepIndexError as exc:
         raise click.BadParameter(str(exc), param_hint=name) from None
 
 
@@ -36,7 +43,9 @@ def _step(session: Session, value: int, name: str) -> int:
 @_SESSION
 def steps(session_path: Path) -> None:
     """One row per step of SESSION: action, URL, title, document status, requests, capture ms, evaluation, faults."""
-    click.echo(format_steps(load_session(session_path)))
+    from cdp_integration.debug.render import format_steps
+
+    click.echo(format_steps(_load_session(session_path)))
 
 
 @click.command(context_settings=_NEGATIVE_NUMBERS)
@@ -53,7 +62,9 @@ def steps(session_path: Path) -> None:
 )
 def show(session_path: Path, step: int, view: View | None) -> None:
     """The state captured at STEP of SESSION (negative STEP counts from the end); a summary by default."""
-    session = load_session(session_path)
+    from cdp_integration.debug.render import format_step
+
+    session = _load_session(session_path)
     click.echo(format_step(session, _step(session, step, "STEP"), view or "summary"))
 
 
@@ -63,7 +74,10 @@ def show(session_path: Path, step: int, view: View | None) -> None:
 @click.argument("b", type=int)
 def diff_command(session_path: Path, a: int, b: int) -> None:
     """What changed from step A to step B: URL, title, tabs, cookies, storage, requests, visible text."""
-    session = load_session(session_path)
+    from cdp_integration.debug.diff import diff
+    from cdp_integration.debug.render import format_diff
+
+    session = _load_session(session_path)
     click.echo(format_diff(diff(session, _step(session, a, "A"), _step(session, b, "B"))))
 
 
@@ -73,13 +87,15 @@ def debug(session_path: Path) -> None:
     """Step through SESSION at a prompt (n, p, g N, views, d, js, q; h for help)."""
     from cdp_integration.debug.stepper import Stepper
 
-    session = load_session(session_path)
+    session = _load_session(session_path)
     if not session.steps:
         raise click.ClickException(f"{session_path} has no captured steps")
     Stepper(session).run()
 
 
 def _default_html_path(session_path: Path) -> Path:
+    from cdp_integration.session.store import SESSION_SUFFIX
+
     name = session_path.name
     for suffix in (SESSION_SUFFIX + ".partial", SESSION_SUFFIX):
         if name.endswith(suffix):
@@ -99,7 +115,7 @@ def view(session_path: Path, output: Path | None) -> None:
     """Write a self-contained HTML viewer of SESSION: open it in any browser, offline."""
     from cdp_integration.debug.viewer import write_viewer
 
-    session = load_session(session_path)
+    session = _load_session(session_path)
     path = write_viewer(session, output or _default_html_path(session_path))
     click.echo(f"wrote {path} ({len(session.steps)} steps, {path.stat().st_size / 1024:,.0f} KiB)")
 
@@ -113,7 +129,7 @@ def export_wabe_command(session_path: Path, output: Path) -> None:
     """Write SESSION in WABE's layout: DIR/result.json and DIR/trajectory/step_NNN.png."""
     from cdp_integration.debug.wabe import export_wabe
 
-    exported = export_wabe(load_session(session_path), output)
+    exported = export_wabe(_load_session(session_path), output)
     click.echo(
         f"wrote {exported.result} ({exported.steps_taken} actions, {len(exported.screenshots)} screenshots)"
     )
@@ -132,10 +148,13 @@ def eval_at(session_path: Path, step: int, expression: str) -> None:
 
     Prints the value as JSON; a JavaScript exception is printed and exits 1.
     """
+    import orjson
     from playwright.sync_api import Error as PlaywrightError
 
-    session = load_session(session_path)
-    page = session.page_at(_step(session, step, "STEP"))
+    from cdp_integration.replay.page import replay_step
+
+    session = _load_session(session_path)
+    page = replay_step(session, _step(session, step, "STEP"))
     try:
         value = page.evaluate(expression)
     except PlaywrightError as exc:
@@ -160,7 +179,7 @@ def rescore(session_path: Path, config_path: Path | None) -> None:
     """
     from cdp_integration.evaluate.scoring import evaluate_session
 
-    result = evaluate_session(load_session(session_path), config_path)
+    result = evaluate_session(_load_session(session_path), config_path)
     click.echo(f"task {result.task_id}  eval types {'+'.join(result.eval_types)}  answer {result.answer!r}")
     for row in result.steps:
         live = "-" if row.live_reward is None else f"{row.live_reward:.1f}"

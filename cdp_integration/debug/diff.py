@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from cdp_integration.debug.text import visible_text
-from cdp_integration.debug.views import RequestRow, resolve_step, step_requests
-from cdp_integration.session.models import Cookie, Step
-from cdp_integration.session.store import Session
+from cdp_integration.debug.views import RequestRow, step_requests
+
+if TYPE_CHECKING:
+    from cdp_integration.session.models import Cookie, Step
+    from cdp_integration.session.store import Session
 
 __all__ = ["ChangeKind", "CookieChange", "StepDiff", "StorageChange", "TabChange", "diff"]
 
@@ -153,7 +155,7 @@ def text_lines(step: Step) -> list[str]:
 
 def diff(session: Session, a: int, b: int) -> StepDiff:
     """What changed from step ``a`` to step ``b`` of ``session`` (negative indices count from the end)."""
-    ia, ib = resolve_step(session, a), resolve_step(session, b)
+    ia, ib = session.step_index(a), session.step_index(b)
     before, after = session.steps[ia], session.steps[ib]
     low, high = sorted((ia, ib))
     requests = tuple(row for i in range(low + 1, high + 1) for row in step_requests(session, i))

@@ -14,7 +14,6 @@ from cdp_integration.debug.diff import StepDiff, text_lines
 from cdp_integration.debug.views import (
     RequestRow,
     end_evaluation,
-    resolve_step,
     step_requests,
     step_summaries,
     step_summary,
@@ -165,7 +164,7 @@ def _json(session: Session, index: int) -> str:
 
 def format_step(session: Session, step: int, view: View = "summary") -> str:
     """One view of the state captured at ``step`` (negative counts from the end)."""
-    index = resolve_step(session, step)
+    index = session.step_index(step)
     if view == "html":
         return session.steps[index].html or "(no HTML captured)"
     if view == "text":

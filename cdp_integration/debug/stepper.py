@@ -13,7 +13,6 @@ from typing import Any, TextIO
 
 from cdp_integration.debug.diff import diff
 from cdp_integration.debug.render import View, cut, format_diff, format_step, format_steps
-from cdp_integration.debug.views import resolve_step
 from cdp_integration.errors import CDPIntegrationError
 from cdp_integration.session.store import Session
 
@@ -33,8 +32,10 @@ JsEvaluator = Callable[[Session, int, str], Any]
 
 
 def evaluate_at(session: Session, step: int, expression: str) -> Any:
-    """``expression`` evaluated on the replayed page of ``step`` (needs the replay engine)."""
-    return session.page_at(step).evaluate(expression)
+    """``expression`` evaluated on the replayed page of ``step``, offline."""
+    from cdp_integration.replay.page import replay_step  # loads Playwright: only when asked
+
+    return replay_step(session, step).evaluate(expression)
 
 
 class Stepper:
@@ -99,7 +100,7 @@ class Stepper:
         if not -len(self.session.steps) <= step <= last:
             self.say(f"no step {step}: steps are 0..{last}")
             return
-        self.position = resolve_step(self.session, step)
+        self.position = self.session.step_index(step)
         self.say(format_step(self.session, self.position, "summary"))
 
     def _view_command(self, view: View, _argument: str) -> None:
@@ -129,8 +130,6 @@ class Stepper:
             return
         try:
             value = self._evaluate_js(self.session, self.position, expression)
-        except ImportError:
-            self.say("js needs the replay engine (cdp_integration.replay), which is not built yet")
         except CDPIntegrationError as exc:
             self.say(f"js: {exc}")
         except Exception as exc:  # a JavaScript error must not end the session

@@ -53,9 +53,7 @@ Resources = dict[str, str]
 def collect_resources(session: Session) -> Resources:
     """Stylesheets and images whose bodies were captured (``response_bodies="all"``), by URL."""
     found: Resources = {}
-    exchanges = [e for step in session.steps for e in step.network]
-    exchanges += list(session.end.network) if session.end else []
-    for exchange in exchanges:
+    for exchange in (e for position in range(len(session.steps)) for e in session.network_at(position)):
         response = exchange.response
         if response is None or response.body is None or response.status != 200:
             continue

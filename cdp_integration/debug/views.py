@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urldefrag
 
-from cdp_integration.session.models import Evaluation, NetworkExchange, Step
-from cdp_integration.session.store import Session
+if TYPE_CHECKING:
+    from cdp_integration.session.models import Evaluation, NetworkExchange, Step
+    from cdp_integration.session.store import Session
 
 __all__ = [
     "EvaluationSummary",
@@ -18,7 +20,6 @@ __all__ = [
     "StepSummary",
     "end_evaluation",
     "evaluation_of",
-    "resolve_step",
     "step_requests",
     "step_summaries",
     "step_summary",
@@ -35,16 +36,6 @@ def task_text(session: Session) -> str:
         if isinstance(value, str) and value.strip():
             return value.strip()
     return ""
-
-
-def resolve_step(session: Session, step: int) -> int:
-    """The index of ``step`` in ``session.steps``; negative counts from the end, like a list."""
-    count = len(session.steps)
-    index = step + count if step < 0 else step
-    if not 0 <= index < count:
-        where = f"steps 0..{count - 1}" if count else "no steps"
-        raise IndexError(f"step {step} is out of range: the session has {where}")
-    return index
 
 
 @dataclass(frozen=True)
@@ -93,19 +84,10 @@ def _request_row(exchange: NetworkExchange, step: int) -> RequestRow:
     )
 
 
-def _exchanges(session: Session, index: int) -> list[NetworkExchange]:
-    exchanges = list(session.steps[index].network)
-    if session.end is not None and index == len(session.steps) - 1:
-        exchanges.extend(session.end.network)  # completed after the last capture (a final form POST)
-    return exchanges
-
-
 def step_requests(session: Session, step: int) -> tuple[RequestRow, ...]:
     """The traffic captured with ``step`` (made since the previous step), in capture order."""
-    index = resolve_step(session, step)
-    return tuple(
-        _request_row(exchange, session.steps[index].index) for exchange in _exchanges(session, index)
-    )
+    index = session.step(step).index
+    return tuple(_request_row(exchange, index) for exchange in session.network_at(step))
 
 
 @dataclass(frozen=True)
@@ -197,9 +179,8 @@ def _document_status(step: Step, exchanges: Iterable[NetworkExchange]) -> str:
 
 
 def step_summary(session: Session, step: int) -> StepSummary:
-    index = resolve_step(session, step)
-    captured = session.steps[index]
-    exchanges = _exchanges(session, index)
+    captured = session.step(step)
+    exchanges = session.network_at(step)
     tab = captured.active_tab
     return StepSummary(
         index=captured.index,

@@ -31,7 +31,6 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import signal
-import sys
 import time
 import traceback
 from collections import Counter
@@ -41,9 +40,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
-import click
 import orjson
 
 from cdp_integration.errors import CDPIntegrationError, EvaluationError
@@ -52,6 +50,8 @@ __all__ = [
     "OUTPUT_NAME",
     "SCORERS",
     "BatchSummary",
+    "Progress",
+    "ProgressFactory",
     "ScoreFn",
     "discover_sessions",
     "load_configs",
@@ -60,6 +60,15 @@ __all__ = [
 
 ScoreFn = Callable[..., Mapping[str, Any]]
 """``(path, configs[, scorer=name]) -> result dict``, the contract of ``score_session_file``."""
+
+
+class Progress(Protocol):
+    def update(self, n_steps: int) -> None: ...
+
+
+ProgressFactory = Callable[[int], AbstractContextManager[Progress]]
+"""``(number of sessions to score) -> a context whose ``update(1)`` is called per scored session``;
+the command layer passes a progress bar, the library draws none itself."""
 
 OUTPUT_NAME = "output.jsonl"
 SCORERS = ("webarena", "verified")
@@ -191,7 +200,7 @@ def score_directory(
     workers: int = 1,
     resume: bool = True,
     scorer: str | None = None,
-    progress: bool = True,
+    progress: ProgressFactory | None = None,
     score_fn: ScoreFn | None = None,
 ) -> BatchSummary:
     """Score every finished session under ``sessions_dir`` into ``output_dir/output.jsonl``.
@@ -200,8 +209,8 @@ def score_directory(
     the scorer once and holding one session at a time (only there does a scorer that kills its
     process cost just its session). ``scorer`` is passed to the scorer as
     ``scorer=`` when given (``webarena`` or ``verified``). ``resume=False`` starts a new
-    ``output.jsonl``. Raises ``EvaluationError`` for unusable arguments or a directory without
-    sessions, never for a bad session.
+    ``output.jsonl``. ``progress``: a progress bar factory (none by default). Raises
+    ``EvaluationError`` for unusable arguments or a directory without sessions, never for a bad session.
     """
     started = time.perf_counter()
     sessions_root = Path(sessions_dir)
@@ -232,7 +241,7 @@ def score_directory(
     written = 0
     with ExitStack() as stack:
         out = stack.enter_context(open(output_path, "ab"))
-        bar = stack.enter_context(_progress_bar(len(jobs), enabled=progress))
+        bar: Progress = stack.enter_context(progress(len(jobs)) if progress and jobs else _NoProgress())
         outcomes: Iterator[_Outcome]
         if not jobs:
             outcomes = iter(())
@@ -411,17 +420,14 @@ def _error_record(
     }
 
 
-def _progress_bar(total: int, *, enabled: bool) -> AbstractContextManager[Any]:
-    if enabled and total and sys.stderr.isatty():
-        return click.progressbar(length=total, label="scoring", file=sys.stderr, show_pos=True)
-    return _NoProgress()
+class _NoProgress(AbstractContextManager[Progress]):
+    def __enter__(self) -> Progress:
+        return self
 
-
-class _NoProgress(AbstractContextManager[Any]):
     def __exit__(self, *exc: object) -> None:
         return None
 
-    def update(self, steps: int) -> None:
+    def update(self, n_steps: int) -> None:
         return None
 
 

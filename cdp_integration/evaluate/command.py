@@ -6,17 +6,30 @@ Thin: argument checks, then ``batch.score_directory`` and ``report.write_report`
 
 from __future__ import annotations
 
+import sys
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import click
 
 from cdp_integration.errors import CDPIntegrationError
-from cdp_integration.evaluate.batch import DEFAULT_SCORER, SCORERS, load_configs, score_directory
+from cdp_integration.evaluate.batch import (
+    DEFAULT_SCORER,
+    SCORERS,
+    Progress,
+    ProgressFactory,
+    load_configs,
+    score_directory,
+)
 from cdp_integration.evaluate.report import REPORT_JSON, REPORT_MD, format_summary, write_report
 
 __all__ = ["eval_command", "register_eval_command"]
 
 DEFAULT_OUTPUT_SUBDIR = "eval_output"
+
+
+def _progress_bar(total: int) -> AbstractContextManager[Progress]:
+    return click.progressbar(length=total, label="scoring", file=sys.stderr, show_pos=True)
 
 
 @click.command("eval")
@@ -67,6 +80,7 @@ def eval_command(
     try:
         configs = load_configs(configs_path) if configs_path is not None else None
         output_dir = output_dir if output_dir is not None else sessions_dir / DEFAULT_OUTPUT_SUBDIR
+        progress: ProgressFactory | None = None if no_progress or not sys.stderr.isatty() else _progress_bar
         summary = score_directory(
             sessions_dir,
             output_dir,
@@ -74,7 +88,7 @@ def eval_command(
             workers=workers,
             resume=not no_resume,
             scorer=scorer,
-            progress=not no_progress,
+            progress=progress,
         )
         incomplete = [path.relative_to(sessions_dir).as_posix() for path in summary.incomplete]
         report = write_report(output_dir, incomplete_sessions=incomplete)

@@ -8,7 +8,7 @@ page and with the evaluator's recorded HTTP answers (REST helpers, LLM judge) re
 3 s waits are skipped and its site globals point at the URLs the episode ran against
 (``evaluate.official``).
 
-Two numbers per episode, as NOTES describes: ``score`` (WebArena's own definition: the evaluation
+Two numbers per episode: ``score`` (WebArena's own definition: the evaluation
 of the final state) and ``max_score`` (BrowserGym/OpenHands: the best per-step reward).
 """
 
@@ -27,7 +27,7 @@ from cdp_integration import environment
 from cdp_integration.capture.probes import webarena_config_file
 from cdp_integration.errors import CDPIntegrationError, EvaluationError, ReplayMissError
 from cdp_integration.evaluate.official import offline_api_key, skip_evaluator_sleep, use_site_urls
-from cdp_integration.replay.page import MockBrowserContext
+from cdp_integration.replay.page import replay_step
 from cdp_integration.replay.recorded import replay_http
 from cdp_integration.session.models import Evaluation
 from cdp_integration.session.store import Session, load_session
@@ -149,9 +149,9 @@ def evaluate_step(session: Session, step: int, config: Mapping[str, Any] | None 
     """Replay BrowserGym's ``validate`` at ``step`` offline; raise ``ReplayMissError`` on a gap."""
     _prepare_once()
     config = session_config(session, config)
-    context = MockBrowserContext(session, step)
+    page = replay_step(session, step)
+    context = page.context
     evaluation = context.evaluation
-    page = context.active_page
     chat = _chat_messages(evaluation, session.final_answer if step in (-1, len(session.steps) - 1) else None)
     urls = site_urls(session)
     with (
@@ -204,7 +204,7 @@ def evaluate_session(
     live = [r for r in (session.end.rewards if session.end else []) if r is not None] or [
         s.reward for s in session.steps if s.reward is not None
     ]
-    final_evaluation = session.final_step.evaluation or (session.end.probe if session.end else None)
+    final_evaluation = session.evaluation_at(-1)
     return SessionScore(
         instance_id=session.instance_id,
         task_id=resolved.get("task_id"),

@@ -30,7 +30,6 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,8 +55,9 @@ __all__ = [
     "verified_task",
 ]
 
-DEMO_TASKS_FILE = Path(str(resources.files("cdp_integration.demo").joinpath("verified_tasks.json")))
-"""The demo shop's tasks in WebArena-Verified's task format; ids from 20001, clear of the dataset's."""
+DEMO_TASKS_FILE = Path(__file__).resolve().parents[1] / "demo" / "verified_tasks.json"
+"""The demo shop's tasks in WebArena-Verified's task format; ids from 20001, clear of the dataset's.
+A data file shipped with the demo, read by path: scoring does not import the demo's code."""
 
 _RESPONSE_FIELDS = frozenset(
     {"task_type", "performed_operation", "status", "retrieved_data", "error_details"}

@@ -13,6 +13,7 @@ from http.cookies import CookieError, SimpleCookie
 from typing import Any
 from urllib.parse import parse_qsl, urldefrag, urlsplit
 
+from cdp_integration._version import __version__
 from cdp_integration.session.models import NetworkExchange
 from cdp_integration.session.store import Session
 
@@ -148,17 +149,14 @@ def session_har_entries(
     session: Session, *, steps: range | None = None, include_evaluator: bool = False
 ) -> list[dict[str, Any]]:
     """The session's HAR entries in capture order, optionally for ``steps`` only."""
-    batches = [(step.index, step.network) for step in session.steps]
-    if session.end is not None and session.end.network and session.steps:
-        batches.append((session.steps[-1].index, session.end.network))  # finished after the last step
     entries = []
-    for index, exchanges in batches:
-        if steps is not None and index not in steps:
+    for position, step in enumerate(session.steps):
+        if steps is not None and step.index not in steps:
             continue
-        for exchange in exchanges:
+        for exchange in session.network_at(position):
             if exchange.origin == "evaluator" and not include_evaluator:
                 continue
-            entries.append(exchange_to_har_entry(exchange, index))
+            entries.append(exchange_to_har_entry(exchange, step.index))
     return entries
 
 
@@ -166,8 +164,6 @@ def session_to_har(
     session: Session, *, steps: range | None = None, include_evaluator: bool = False
 ) -> dict[str, Any]:
     """A HAR 1.2 document of the session (or of ``steps``), one page per tab."""
-    from cdp_integration import __version__
-
     entries = session_har_entries(session, steps=steps, include_evaluator=include_evaluator)
     pages: dict[str, dict[str, Any]] = {}
     for step in session.steps:

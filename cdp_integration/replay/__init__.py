@@ -1,4 +1,8 @@
-"""Replay: a captured session behind Playwright's ``Page`` / ``BrowserContext`` / ``CDPSession`` types."""
+"""Replay: a captured session behind Playwright's ``Page`` / ``BrowserContext`` / ``CDPSession`` types.
+
+Two ways in: ``replay_step(session, step)`` for a loaded session, and the design card's
+``WebArenaCDPIntegration(session_dir).create_mock_page_and_client(instance_id, step)``.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from pathlib import Path
 from cdp_integration.errors import ReplayMissError
 from cdp_integration.replay.cdp import MockCDPSession
 from cdp_integration.replay.offline import OfflineBrowser, ReplayDocument, offline_browser
-from cdp_integration.replay.page import MockBrowserContext, MockLocator, MockPage
+from cdp_integration.replay.page import MockBrowserContext, MockLocator, MockPage, replay_step
 from cdp_integration.session.store import SESSION_SUFFIX, load_session
 
 __all__ = [
@@ -20,6 +24,7 @@ __all__ = [
     "ReplayDocument",
     "WebArenaCDPIntegration",
     "offline_browser",
+    "replay_step",
 ]
 
 
@@ -44,5 +49,5 @@ class WebArenaCDPIntegration:
         self, instance_id: str, step: int = -1
     ) -> tuple[MockPage, MockCDPSession]:
         """The page as it was at ``step`` (default: the end of the episode) and a CDP session on it."""
-        page = MockPage.from_session(load_session(self.session_path(instance_id)), step)
+        page = replay_step(load_session(self.session_path(instance_id)), step)
         return page, MockCDPSession(page)

@@ -20,7 +20,7 @@ import contextlib
 import datetime
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urldefrag, urlsplit
 
 from playwright.sync_api import BrowserContext, Error, Locator, Page
@@ -33,7 +33,7 @@ from cdp_integration.session.models import Cookie, Evaluation, EvaluatorCall, Ta
 if TYPE_CHECKING:
     from cdp_integration.session.store import Session
 
-__all__ = ["MockBrowserContext", "MockLocator", "MockPage"]
+__all__ = ["MockBrowserContext", "MockLocator", "MockPage", "replay_step"]
 
 Timeout = float | datetime.timedelta | None
 
@@ -76,25 +76,32 @@ def _cookie_matches(cookie: Cookie, url: str) -> bool:
     return (host == domain or host.endswith("." + domain)) and (parts.path or "/").startswith(cookie.path)
 
 
+def replay_step(
+    session: Session, step: int = -1, *, evaluation: Evaluation | Literal["auto"] | None = "auto"
+) -> MockPage:
+    """The one way to replay a captured step: its active tab as a Playwright ``Page``.
+
+    ``page.context`` is the step's ``MockBrowserContext`` (all its tabs, cookies, storage, and the
+    replay misses). The page answers first with ``evaluation``'s recorded evaluator calls: ``"auto"``
+    is ``session.evaluation_at(step)`` (the step's own run, or the end probe on the last step),
+    ``None`` answers from the captured state only. ``step`` counts from the end when negative;
+    ``StepIndexError`` if the session has no such step.
+    """
+    return MockBrowserContext(session, step, evaluation=evaluation).active_page
+
+
 class MockBrowserContext(BrowserContext):
     """The tabs, cookies and storage of one captured step, plus the pages an evaluator opens."""
 
     def __init__(
-        self, session: Session, step: int = -1, *, evaluation: Evaluation | str | None = "auto"
+        self, session: Session, step: int = -1, *, evaluation: Evaluation | Literal["auto"] | None = "auto"
     ) -> None:
         # Deliberately not calling BrowserContext.__init__: there is no live context behind this one.
-        if not session.steps:
-            raise ReplayMissError(f"{session.path}: the session has no captured step to replay")
-        count = len(session.steps)
-        index = step + count if step < 0 else step
-        if not 0 <= index < count:
-            raise ReplayMissError(f"{session.path}: no step {step} (the session has steps 0..{count - 1})")
         self._session = session
-        self.step = session.steps[index]
+        self._position = session.step_index(step)
+        self.step = session.steps[self._position]
         if evaluation == "auto":
-            evaluation = self.step.evaluation
-            if evaluation is None and index == count - 1 and session.end is not None:
-                evaluation = session.end.probe
+            evaluation = session.evaluation_at(step)
         self.evaluation: Evaluation | None = evaluation if isinstance(evaluation, Evaluation) else None
         self.calls = CallBook(self.evaluation.calls if self.evaluation else ())
         self._resources: dict[str, Resource] | None = None
@@ -158,7 +165,7 @@ class MockBrowserContext(BrowserContext):
         """Bodies of the GET responses captured up to this step (latest wins), by URL."""
         if self._resources is None:
             found: dict[str, Resource] = {}
-            for step in self._session.steps[: self.step.index + 1]:
+            for step in self._session.steps[: self._position + 1]:
                 for exchange in step.network:
                     response = exchange.response
                     if exchange.request.method != "GET" or response is None or response.status >= 300:
@@ -222,14 +229,6 @@ class MockPage(Page):
         self._offline: Any = None
         self._offline_ran = 0
         self._closed = False
-
-    @classmethod
-    def from_session(
-        cls, session: Session, step: int = -1, *, evaluation: Evaluation | str | None = "auto"
-    ) -> MockPage:
-        """The active tab of ``session.steps[step]``, answering with that step's recorded evaluation
-        (``"auto"``: the step's own, or the end-of-episode probe for the last step)."""
-        return MockBrowserContext(session, step, evaluation=evaluation).active_page
 
     @property
     def _impl_obj(self) -> Any:  # type: ignore[override]

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 from cdp_integration.errors import ReplayMissError
 from cdp_integration.interception import HttpRequest, HttpResponse, intercept_http
 from cdp_integration.session.models import EvaluatorCall, HttpCall
-from cdp_integration.session.redact import PLACEHOLDER_PATTERN
+from cdp_integration.session.placeholder import PLACEHOLDER_PATTERN
 
 __all__ = ["CallBook", "HttpReplay", "nearest", "replay_http"]
 

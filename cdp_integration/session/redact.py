@@ -39,6 +39,7 @@ from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit
 import orjson
 
 from cdp_integration.session.models import CaptureFault, SessionEnd, SessionHeader, Step
+from cdp_integration.session.placeholder import PLACEHOLDER_PATTERN
 from cdp_integration.session.store import PARTIAL_SUFFIX, Session, SessionWriter, load_session
 
 __all__ = [
@@ -119,9 +120,6 @@ DEFAULT_SECRET_HEADERS = (
     r"x-(?:[a-z0-9]+-)*(?:token|key|secret|signature|session)",
 )
 """Header names (regular expressions, matched in full against the lower-cased name)."""
-
-PLACEHOLDER_PATTERN = re.compile(r"REDACTED-[a-z]+-[0-9a-f]{8}")
-"""What every placeholder looks like."""
 
 _DESCRIPTIVE_LAST_WORDS = frozenset(
     {"type", "name", "length", "count", "expires", "expiry", "url", "uri", "endpoint", "label", "header"}

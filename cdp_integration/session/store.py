@@ -21,18 +21,23 @@ import os
 import time
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 import orjson
 import pydantic
 
-from cdp_integration.errors import SessionFormatError, SessionVersionError
-from cdp_integration.session.models import FORMAT_VERSION, SessionEnd, SessionHeader, Step
-
-if TYPE_CHECKING:
-    from cdp_integration.replay.page import MockPage
+from cdp_integration._version import __version__
+from cdp_integration.errors import SessionFormatError, SessionVersionError, StepIndexError
+from cdp_integration.session.models import (
+    FORMAT_VERSION,
+    Evaluation,
+    NetworkExchange,
+    SessionEnd,
+    SessionHeader,
+    Step,
+)
 
 __all__ = [
     "MAX_SESSION_BYTES",
@@ -66,7 +71,6 @@ class Session:
     complete: bool = False
     """True when the file was finalized (end record present, stream closed)."""
     blob_count: int = 0
-    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def instance_id(self) -> str | None:
@@ -89,11 +93,40 @@ class Session:
     def final_answer(self) -> str | None:
         return self.end.final_answer if self.end else None
 
-    def page_at(self, step: int = -1) -> MockPage:
-        """A Playwright ``Page`` replaying the state captured at ``step`` (default: the last)."""
-        from cdp_integration.replay.page import MockPage
+    def step_index(self, step: int) -> int:
+        """The position of ``step`` in ``steps``; negative counts from the end, like a list.
 
-        return MockPage.from_session(self, step)
+        Raises ``StepIndexError`` (an ``IndexError``) when the session has no such step.
+        """
+        count = len(self.steps)
+        index = step + count if step < 0 else step
+        if not 0 <= index < count:
+            where = f"steps 0..{count - 1}" if count else "no steps"
+            raise StepIndexError(f"step {step} is out of range: the session has {where}")
+        return index
+
+    def step(self, step: int) -> Step:
+        """The step at ``step`` (negative from the end); ``StepIndexError`` when there is none."""
+        return self.steps[self.step_index(step)]
+
+    def _is_last(self, step: int) -> bool:
+        return self.step_index(step) == len(self.steps) - 1
+
+    def evaluation_at(self, step: int) -> Evaluation | None:
+        """The recorded evaluator run on the state of ``step``: its own ``validate()``, or, on the last
+        step when it had none, the logger's end-of-episode probe."""
+        captured = self.step(step)
+        if captured.evaluation is None and self._is_last(step) and self.end is not None:
+            return self.end.probe
+        return captured.evaluation
+
+    def network_at(self, step: int) -> tuple[NetworkExchange, ...]:
+        """The traffic captured with ``step`` (made since the previous step), in capture order; the
+        last step also gets what completed after its capture (the end record's, e.g. a final POST)."""
+        captured = self.step(step)
+        if self.end is not None and self.end.network and self._is_last(step):
+            return (*captured.network, *self.end.network)
+        return tuple(captured.network)
 
 
 def _digest(data: bytes) -> str:
@@ -323,8 +356,6 @@ def load_session(path: str | os.PathLike[str]) -> Session:
 
 def new_header(**fields: Any) -> SessionHeader:
     """A header for a session starting now, stamped with this format version."""
-    from cdp_integration import __version__
-
     return SessionHeader(
         format_version=FORMAT_VERSION, created=time.time(), tool=f"cdp-integration {__version__}", **fields
     )

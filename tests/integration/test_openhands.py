@@ -160,7 +160,7 @@ def test_one_session_with_the_reset_and_every_action(captured: Episode) -> None:
 
 def test_eval_infer_scores_what_browserenv_rewarded(captured: Episode, tmp_path: Path) -> None:
     assert captured.rewards == [0.0, 0.0, 1.0]
-    summary = score_directory(captured.sessions, tmp_path, progress=False)
+    summary = score_directory(captured.sessions, tmp_path)
     assert (summary.scored, summary.failed) == (1, 0)
     (line,) = [json.loads(text) for text in (tmp_path / "output.jsonl").read_text().splitlines()]
     assert line["test_result"]["max_score"] == max(captured.rewards)  # OpenHands' reward: the max

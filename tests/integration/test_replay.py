@@ -32,6 +32,7 @@ from cdp_integration.replay import (
     MockPage,
     WebArenaCDPIntegration,
     offline_browser,
+    replay_step,
 )
 from cdp_integration.session.store import Session, load_session
 
@@ -138,7 +139,7 @@ def test_offline_score_equals_live_with_no_network(
 
 def test_mock_types_pass_the_evaluators_type_checks(captured: tuple[Session, float]) -> None:
     session, _ = captured
-    page = session.page_at(-1)
+    page = replay_step(session, -1)
     assert isinstance(page, Page) and isinstance(page, MockPage)
     assert isinstance(page.context, BrowserContext) and isinstance(page.context, MockBrowserContext)
     assert isinstance(MockCDPSession(page), CDPSession)
@@ -152,7 +153,7 @@ def test_mock_types_pass_the_evaluators_type_checks(captured: tuple[Session, flo
 
 def test_javascript_runs_on_the_captured_dom_in_the_sandbox(captured: tuple[Session, float]) -> None:
     session, _ = captured
-    page = session.page_at(-1)
+    page = replay_step(session, -1)
     assert page.evaluate("() => document.querySelectorAll('.review').length") >= 1
     assert page.evaluate("localStorage.getItem('draft')") == "yes"
     assert page.evaluate("document.cookie") == ""  # the session cookie is httpOnly
@@ -164,7 +165,7 @@ def test_javascript_runs_on_the_captured_dom_in_the_sandbox(captured: tuple[Sess
 
 def test_state_differs_between_steps(captured: tuple[Session, float]) -> None:
     session, _ = captured
-    before, after = session.page_at(2), session.page_at(3)
+    before, after = replay_step(session, 2), replay_step(session, 3)
     expression = (
         "() => [...document.querySelectorAll('.review-title')].some(e => e.textContent === 'Replay works')"
     )
@@ -182,7 +183,7 @@ def test_pages_an_evaluator_opens_come_from_its_recording_or_snapshots(
     captured: tuple[Session, float],
 ) -> None:
     session, _ = captured
-    page = session.page_at(-1)
+    page = replay_step(session, -1)
     other = page.context.new_page()
     other.goto(page.url.rsplit("/products", 1)[0] + "/account")
     assert other.evaluate("() => document.querySelector('h1').textContent") == "My Account"
@@ -242,7 +243,7 @@ def test_cdp_session_answers_from_the_capture(captured: tuple[Session, float]) -
 
 
 def test_unsupported_playwright_calls_say_so(captured: tuple[Session, float]) -> None:
-    page = captured[0].page_at(-1)
+    page = replay_step(captured[0], -1)
     with pytest.raises(ReplayMissError, match=r"Page\.click is not available on a replayed page"):
         page.click("#submit-review")
 
@@ -266,7 +267,7 @@ def test_the_sandbox_refuses_the_network(captured: tuple[Session, float]) -> Non
     try:
         target = f"http://127.0.0.1:{server.server_port}/steal"
         urllib.request.urlopen(target, timeout=5).close()  # the server works: it counts this one
-        page = captured[0].page_at(-1)
+        page = replay_step(captured[0], -1)
         script = f"() => fetch({target!r}).then(r => 'reached ' + r.status, e => 'refused: ' + e.message)"
         assert page.evaluate(script).startswith("refused")
         assert target in offline_browser().blocked

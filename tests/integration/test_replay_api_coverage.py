@@ -18,7 +18,7 @@ from playwright.sync_api import Error as PlaywrightError
 from cdp_integration.demo import DemoSite
 from cdp_integration.demo.agent import load_episodes, run_episode
 from cdp_integration.errors import ReplayMissError
-from cdp_integration.replay import MockPage
+from cdp_integration.replay import replay_step
 from cdp_integration.replay.recorded import replay_http
 from cdp_integration.session.store import Session, load_session
 
@@ -48,7 +48,7 @@ def test_every_program_html_expression_runs_offline(demo_session: Session) -> No
     failures: list[str] = []
     captured_html = demo_session.final_step.html
     for locator, prep_actions in sorted(unique):
-        page = MockPage.from_session(demo_session, evaluation=None)
+        page = replay_step(demo_session, evaluation=None)
         for prep in prep_actions:
             try:
                 page.evaluate(f"() => {prep}")

@@ -88,9 +88,7 @@ def test_every_session_becomes_one_openhands_style_line(tmp_path: Path) -> None:
     write_spec(sessions, "a", task_id=1, template=10, score=1.0, live=1.0)
     write_spec(sessions / "run2", "b", task_id=2, template=10, score=0.0)
     (sessions / "c.session.jsonl.gz.partial").write_bytes(b"cut short")
-    summary = score_directory(
-        sessions, tmp_path / "out", workers=1, scorer="verified", progress=False, score_fn=fake_score
-    )
+    summary = score_directory(sessions, tmp_path / "out", workers=1, scorer="verified", score_fn=fake_score)
     assert (summary.found, summary.skipped, summary.scored, summary.failed) == (2, 0, 2, 0)
     assert summary.incomplete == (sessions / "c.session.jsonl.gz.partial",)
     lines = by_path(read_lines(tmp_path / "out"))
@@ -122,7 +120,7 @@ def test_each_line_is_on_disk_before_the_next_session_is_scored(tmp_path: Path) 
     out = tmp_path / "out"
     for i in range(4):
         write_spec(tmp_path / "s", f"s{i}", count_lines_of=str(out / "output.jsonl"))
-    score_directory(tmp_path / "s", out, progress=False, score_fn=fake_score)
+    score_directory(tmp_path / "s", out, score_fn=fake_score)
     answers = {line["instance_id"]: line["test_result"]["answer"] for line in read_lines(out)}
     assert answers == {"s0": "0", "s1": "1", "s2": "2", "s3": "3"}
 
@@ -135,7 +133,7 @@ def test_failures_are_recorded_as_lines_and_the_run_goes_on(tmp_path: Path) -> N
     write_spec(sessions, "no-config", error="task 9 has no config", error_type="MissingConfig", score=None)
     write_spec(sessions, "untyped-error", error="something", score=None)
     write_spec(sessions, "good")
-    summary = score_directory(sessions, tmp_path / "out", progress=False, score_fn=fake_score)
+    summary = score_directory(sessions, tmp_path / "out", score_fn=fake_score)
     assert (summary.scored, summary.failed) == (6, 5)
     assert summary.error_types == {
         "SessionFormatError": 1,
@@ -160,18 +158,18 @@ def test_resume_after_a_kill_skips_scored_sessions_and_rescores_the_cut_line(tmp
     sessions, out = tmp_path / "s", tmp_path / "out"
     for i in range(4):
         write_spec(sessions, f"s{i}")
-    score_directory(sessions, out, progress=False, score_fn=fake_score)
+    score_directory(sessions, out, score_fn=fake_score)
     output = out / "output.jsonl"
     content = output.read_bytes()
     output.write_bytes(content[: len(content) - 25])  # killed while writing the last line
     write_spec(sessions, "s4")
-    summary = score_directory(sessions, out, progress=False, score_fn=fake_score)
+    summary = score_directory(sessions, out, score_fn=fake_score)
     assert (summary.found, summary.skipped, summary.scored) == (5, 3, 2)
     lines = read_lines(out)
     assert sorted(line["instance_id"] for line in lines) == ["s0", "s1", "s2", "s3", "s4"]
-    again = score_directory(sessions, out, progress=False, score_fn=fake_score)
+    again = score_directory(sessions, out, score_fn=fake_score)
     assert (again.skipped, again.scored) == (5, 0)
-    fresh = score_directory(sessions, out, resume=False, progress=False, score_fn=fake_score)
+    fresh = score_directory(sessions, out, resume=False, score_fn=fake_score)
     assert (fresh.skipped, fresh.scored) == (0, 5)
     assert len(read_lines(out)) == 5
 
@@ -183,9 +181,9 @@ def test_an_output_jsonl_not_written_by_eval_is_never_touched(tmp_path: Path) ->
     (run_dir / "output.jsonl").write_bytes(foreign)
     for resume in (True, False):
         with pytest.raises(EvaluationError, match="not written by eval_infer"):
-            score_directory(run_dir, run_dir, resume=resume, progress=False, score_fn=fake_score)
+            score_directory(run_dir, run_dir, resume=resume, score_fn=fake_score)
     assert (run_dir / "output.jsonl").read_bytes() == foreign
-    summary = score_directory(run_dir, run_dir / "eval_output", progress=False, score_fn=fake_score)
+    summary = score_directory(run_dir, run_dir / "eval_output", score_fn=fake_score)
     assert summary.scored == 1
     assert (
         read_lines(run_dir / "eval_output")[0]["metadata"]["session_path"]
@@ -207,7 +205,6 @@ def test_workers_score_like_one_process_and_get_the_configs(tmp_path: Path) -> N
             configs=configs,
             workers=workers,
             scorer="webarena",
-            progress=False,
             score_fn=fake_score,
         )
         assert (summary.scored, summary.failed, summary.workers) == (6, 0, workers)
@@ -222,7 +219,7 @@ def test_a_worker_that_dies_costs_only_its_session(tmp_path: Path) -> None:
         write_spec(sessions, f"s{i}")
     write_spec(sessions, "s2", exit=3)
     write_spec(sessions, "s4", kill=True)
-    summary = score_directory(sessions, tmp_path / "out", workers=2, progress=False, score_fn=fake_score)
+    summary = score_directory(sessions, tmp_path / "out", workers=2, score_fn=fake_score)
     assert (summary.scored, summary.failed) == (6, 2)
     assert summary.error_types == {WORKER_CRASH: 2}
     lines = {line["instance_id"]: line["test_result"] for line in read_lines(tmp_path / "out")}
@@ -261,7 +258,7 @@ def test_memory_does_not_grow_with_the_number_of_sessions(tmp_path: Path) -> Non
             write_spec(sessions, f"s{i}")
         (tmp_path / "history.json").write_bytes(orjson.dumps(big_history))
         tracemalloc.start()
-        score_directory(sessions, tmp_path / f"out{count}", progress=False, score_fn=_score_with_big_history)
+        score_directory(sessions, tmp_path / f"out{count}", score_fn=_score_with_big_history)
         peaks.append(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
     # each result is ~110 KB: holding 180 more would add ~20 MB

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cdp_integration.debug import diff, step_requests, step_summaries
-from cdp_integration.debug.views import end_evaluation, resolve_step
+from cdp_integration.debug.views import end_evaluation
 from cdp_integration.session import (
     Cookie,
     Evaluation,
@@ -267,7 +267,7 @@ def test_negative_indices_count_from_the_end_and_same_step_is_empty() -> None:
     assert not diff(session, 0, 1).is_empty  # the filled field shows in the text
     with pytest.raises(IndexError, match=r"step 5 is out of range: the session has steps 0\.\.4"):
         diff(session, 0, 5)
-    assert resolve_step(session, -1) == 4
+    assert session.step_index(-1) == 4
 
 
 def test_step_table_rows() -> None:

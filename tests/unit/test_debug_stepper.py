@@ -90,14 +90,6 @@ def test_js_runs_on_the_current_step_through_the_evaluator() -> None:
     assert asked == [(2, "document.title"), (2, "missing()"), (2, "boom()")]
 
 
-def test_js_without_a_replay_engine_says_so() -> None:
-    def no_engine(session: Session, step: int, expression: str) -> Any:
-        raise ModuleNotFoundError("No module named 'cdp_integration.replay.page'")
-
-    _, out = drive(make_session(), "js 1 + 1", "q", evaluate_js=no_engine)
-    assert out[1] == "js needs the replay engine (cdp_integration.replay), which is not built yet\n"
-
-
 def test_unknown_command_help_and_end_of_input() -> None:
     stepper, out = drive(make_session(), "frobnicate", "h", "n")  # input ends without q
     assert out[1] == "unknown command 'frobnicate'; h for help\n"

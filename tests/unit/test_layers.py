@@ -1,0 +1,180 @@
+"""The package's layers import only downward, and ``import cdp_integration`` stays light.
+
+The import graph is read from the source (every ``import`` statement, at module level, inside
+functions and under ``TYPE_CHECKING``, plus string constants naming a module, as ``importlib`` and
+the lazy ``__getattr__`` tables use them), so a lazy import cannot hide an upward dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "cdp_integration"
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors", "_version", "_lazy", "environment", "interception", "webarena"),
+    ("session",),
+    ("har",),
+    ("replay",),
+    ("capture",),
+    ("evaluate",),
+    ("debug",),
+    ("cli", "evaluate.command", "debug.commands", ""),
+)
+"""Bottom first. A name is a module or subpackage under ``cdp_integration`` (``""``: the root
+package, a facade over every layer). The ``*.command(s)`` modules are the command layer, wherever
+they live. ``demo`` is in no layer: the library never imports it."""
+
+COMMAND_LAYER = LAYERS[-1]
+HEAVY = ("playwright", "browsergym", "webarena", "webarena_verified", "openhands", "gymnasium")
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str
+    target: str
+    line: int
+    in_function: bool
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _target(name: str) -> str:
+    """The module an imported dotted name refers to: the longest prefix that is a module here."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name
+
+
+def _imports(module: str) -> list[Edge]:
+    tree = ast.parse(MODULES[module].read_text())
+    package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+    edges: list[Edge] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            names = [f"{base}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in MODULES:
+            names = [node.value]
+        for name in names:
+            if name.startswith("cdp_integration.") or name == "cdp_integration":
+                edges.append(Edge(module, _target(name), getattr(node, "lineno", 0), in_function))
+        inner = in_function or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+        for child in ast.iter_child_nodes(node):
+            visit(child, inner)
+
+    visit(tree, False)
+    return edges
+
+
+def _layer(module: str) -> int | None:
+    """Index in ``LAYERS`` (the most specific entry wins); ``None`` for ``demo``."""
+    name = module.removeprefix("cdp_integration").removeprefix(".")
+    if name == "demo" or name.startswith("demo."):
+        return None
+    best: tuple[int, int] | None = None
+    for index, layer in enumerate(LAYERS):
+        for entry in layer:
+            matches = name == entry or (entry and name.startswith(entry + "."))
+            if matches and (best is None or len(entry) > best[1]):
+                best = (index, len(entry))
+    if best is None:
+        pytest.fail(f"{module} is in no layer: add it to LAYERS in {Path(__file__).name}")
+    return best[0]
+
+
+GRAPH = [edge for module in MODULES for edge in _imports(module)]
+
+
+def test_the_graph_is_read_from_the_source() -> None:
+    """Guards the reader itself: known edges of each kind are found."""
+    found = {(e.source, e.target, e.in_function) for e in GRAPH}
+    assert ("cdp_integration.replay.page", "cdp_integration.session.models", False) in found
+    assert ("cdp_integration.cli", "cdp_integration.demo.job", True) in found  # inside the command
+    assert ("cdp_integration.evaluate.batch", "cdp_integration.evaluate.scoring", False) in found  # a string
+    assert len({e.source for e in GRAPH}) > 40
+
+
+def test_every_import_goes_down_the_layers() -> None:
+    upward = [
+        f"{e.source} (layer {_layer(e.source)}) imports {e.target} (layer {_layer(e.target)}) at line {e.line}"
+        for e in GRAPH
+        if _layer(e.source) is not None
+        and _layer(e.target) is not None
+        and _layer(e.target) > _layer(e.source)  # type: ignore[operator]
+    ]
+    assert upward == []
+
+
+def test_the_library_never_imports_the_demo() -> None:
+    """Only the ``demo`` command, inside its function, reaches into ``cdp_integration.demo``."""
+    into_demo = [
+        f"{e.source} line {e.line}"
+        for e in GRAPH
+        if _layer(e.target) is None
+        and _layer(e.source) is not None
+        and not (e.source == "cdp_integration.cli" and e.in_function)
+    ]
+    assert into_demo == []
+
+
+def test_click_is_imported_by_the_command_layer_only() -> None:
+    users = set()
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            imported = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            if any(name == "click" or name.startswith("click.") for name in imported):
+                users.add(module)
+    assert users, "the reader found no click import at all"
+    assert {m for m in users if _layer(m) is not None and _layer(m) != len(LAYERS) - 1} == set()
+
+
+def _loaded_after(statement: str) -> list[str]:
+    code = f"import sys\n{statement}\nprint('\\n'.join(sorted({{m.split('.')[0] for m in sys.modules}})))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return result.stdout.split()
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "import cdp_integration",
+        "import cdp_integration.errors",
+        "from cdp_integration.cli import cli",
+        "from cdp_integration.session import load_session",
+    ],
+)
+def test_light_imports_load_no_browser_or_evaluator(statement: str) -> None:
+    loaded = _loaded_after(statement)
+    assert "cdp_integration" in loaded
+    assert [name for name in HEAVY if name in loaded] == []
+
+
+def test_the_probe_sees_heavy_imports() -> None:
+    """The check above can fail: using a replay name loads Playwright."""
+    assert "playwright" in _loaded_after("import cdp_integration\ncdp_integration.MockPage")
