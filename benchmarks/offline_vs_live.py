@@ -13,7 +13,7 @@ For each demo task whose evaluation includes ``program_html`` (successful trajec
 3. The shop is stopped; the session file is scored offline R times (``evaluate_step`` of the last
    step: BrowserGym's validate over the replay mocks).
 
-Prints per-task medians, the totals and the ratios live/offline. Target (issue 3): >= 100x.
+Prints per-task medians, the totals and the ratios live/offline. Target: >= 100x.
 """
 
 from __future__ import annotations

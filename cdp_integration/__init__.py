@@ -15,13 +15,11 @@ Playwright, BrowserGym or evaluator module. Layers, each importing only the ones
 ``demo`` (the bundled shop) sits outside: it uses the library; the library never imports it.
 """
 
-from __future__ import annotations
+import typing
 
-from typing import TYPE_CHECKING
+from cdp_integration import _lazy
 
-from cdp_integration._lazy import lazy_exports
-
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from cdp_integration._version import __version__ as __version__
     from cdp_integration.capture.logger import CDPSessionLogger
     from cdp_integration.errors import (
@@ -69,7 +67,7 @@ __all__ = [
 ]
 
 _ERRORS = "cdp_integration.errors"
-__getattr__, __dir__ = lazy_exports(
+__getattr__, __dir__ = _lazy.lazy_exports(
     globals(),
     {
         "__version__": "cdp_integration._version",

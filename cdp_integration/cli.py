@@ -110,6 +110,34 @@ def har(session_path: Path, output: Path, steps_text: str | None, include_evalua
     click.echo(f"wrote {len(document['log']['entries'])} entries to {output}")
 
 
+@cli.command("har-show")
+@click.argument("har_path", metavar="HAR", type=click.Path(path_type=Path))
+@click.option("--step", type=int, default=None, help="Only the entries tagged with this step.")
+def har_show(har_path: Path, step: int | None) -> None:
+    """List the requests of HAR: this tool's export (with its step, tab and origin tags) or any HAR
+    1.1/1.2, plain or gzip. The reader is size-bounded and validating: bad input is one line, exit 2."""
+    from cdp_integration.debug.render import format_requests
+    from cdp_integration.debug.views import RequestRow
+    from cdp_integration.har.importer import load_har
+
+    rows = [
+        RequestRow(
+            step=-1 if entry.step is None else entry.step,
+            method=entry.method,
+            url=entry.url,
+            status=entry.status or None,
+            resource_type=entry.resource_type or "-",
+            duration_ms=-1,
+            mime_type=entry.mime_type,
+            origin=entry.origin or "agent",
+            tab_id=entry.tab_id,
+        )
+        for entry in load_har(har_path)
+        if step is None or entry.step == step
+    ]
+    click.echo(format_requests(rows, with_step=True))
+
+
 @cli.command()
 @click.option(
     "-o",

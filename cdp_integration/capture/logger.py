@@ -645,10 +645,6 @@ class CDPSessionLogger:
     def partial_path(self) -> Path | None:
         return self._writer.partial_path if self._writer else None
 
-    def record_rewards(self, rewards: list[float]) -> None:
-        """Set the live per-step rewards when they were computed outside the wrapped env."""
-        self._rewards = list(rewards)
-
     def save_session(self, instance_id: str | None = None, *, final_answer: str | None = None) -> Path:
         """Finalize the session file as ``<session_dir>/<instance_id>.session.jsonl.gz`` and return it.
 

@@ -21,7 +21,7 @@ from typing import Self, cast
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from cdp_integration.demo import pages
-from cdp_integration.demo.state import FORUMS, Order, Product, Session, ShopState, User
+from cdp_integration.demo.state import FORUMS, Order, Product, ShopState, User, Visitor
 
 HTML = "text/html; charset=utf-8"
 JSON = "application/json; charset=utf-8"
@@ -49,7 +49,7 @@ class Request:
     query: dict[str, str]
     form: dict[str, str]
     token: str | None
-    session: Session | None
+    session: Visitor | None
     user: User | None
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
@@ -210,7 +210,7 @@ class ShopApp:
             return self._error(request, 403, "You are not allowed to view this page.")
         return request.user
 
-    def _ensure_session(self, request: Request) -> tuple[Session, list[tuple[str, str]]]:
+    def _ensure_session(self, request: Request) -> tuple[Visitor, list[tuple[str, str]]]:
         """The visitor's session, creating an anonymous one (and its cookie header) when there is none."""
         if request.session is not None:
             return request.session, []

@@ -127,7 +127,7 @@ class Comment:
 
 
 @dataclass
-class Session:
+class Visitor:
     """Server-side session behind the `session` cookie; anonymous visitors get one to hold a cart."""
 
     username: str | None
@@ -227,7 +227,7 @@ class ShopState:
         self.orders: list[Order] = []
         self.posts: list[ForumPost] = []
         self.comments: list[Comment] = []
-        self.sessions: dict[str, Session] = {}
+        self.sessions: dict[str, Visitor] = {}
         self.reset()
 
     def reset(self) -> None:
@@ -320,7 +320,7 @@ class ShopState:
     def new_session(self, username: str | None, cart: dict[int, int] | None = None) -> str:
         token = secrets.token_urlsafe(24)
         with self.lock:
-            self.sessions[token] = Session(username, dict(cart or {}))
+            self.sessions[token] = Visitor(username, dict(cart or {}))
         return token
 
     def orders_for(self, username: str) -> list[Order]:

@@ -9,7 +9,6 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-import cdp_integration
 from cdp_integration.cli import cli
 from cdp_integration.session import FORMAT_VERSION, SessionEnd, SessionWriter, new_header
 from tests.unit.test_session_store import make_step
@@ -86,15 +85,6 @@ def test_truncated_real_session_still_lists_completed_steps(session_path: Path, 
     assert all(f"page{i}" in result.output for i in range(4))
 
 
-def test_public_names_are_unique_and_importable() -> None:
-    assert len(set(cdp_integration.__all__)) == len(cdp_integration.__all__)
-    assert {"CDPSessionLogger", "load_session", "session_to_har", "SessionFormatError"} <= set(
-        cdp_integration.__all__
-    )
-    for name in cdp_integration.__all__:
-        assert getattr(cdp_integration, name) is not None
-
-
 def test_traffic_finished_after_the_last_step_is_kept_in_the_har(tmp_path: Path) -> None:
     from cdp_integration.har.export import session_har_entries
     from cdp_integration.session import load_session
@@ -107,3 +97,24 @@ def test_traffic_finished_after_the_last_step_is_kept_in_the_har(tmp_path: Path)
     assert session.end.network[0].response.body == "<html>9</html>"
     entries = session_har_entries(session)
     assert [(e["_step"], e["request"]["url"]) for e in entries][-1] == (0, "http://127.0.0.1/late-post")
+
+
+def test_har_show_reads_back_an_exported_har(session_path: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.har"
+    assert CliRunner().invoke(cli, ["har", str(session_path), "-o", str(out)]).exit_code == 0
+    result = CliRunner().invoke(cli, ["har-show", str(out), "--step", "2"])
+    assert result.exit_code == 0, result.output
+    rows = result.output.splitlines()[1:]  # after the header
+    assert len(rows) == 1 and rows[0].split()[:3] == ["2", "GET", "200"]
+    assert rows[0].endswith("http://127.0.0.1/page2")
+
+
+@pytest.mark.parametrize(
+    "content", [b"{}", b'{"log": {"version": "9.9", "entries": []}}', gzip.compress(b" " * 4096)[:20]]
+)
+def test_har_show_refuses_a_bad_har_in_one_line(tmp_path: Path, content: bytes) -> None:
+    bad = tmp_path / "bad.har"
+    bad.write_bytes(content)
+    result = CliRunner().invoke(cli, ["har-show", str(bad)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("cdp-session: error: ") and result.stderr.count("\n") == 1
