@@ -67,30 +67,31 @@ __all__ = [
 ]
 
 _ERRORS = "cdp_integration.errors"
-__getattr__, __dir__ = _lazy.lazy_exports(
-    globals(),
-    {
-        "__version__": "cdp_integration._version",
-        "CDPSessionLogger": "cdp_integration.capture.logger",
-        "CDPIntegrationError": _ERRORS,
-        "CaptureError": _ERRORS,
-        "DemoTaskError": _ERRORS,
-        "EnvironmentSetupError": _ERRORS,
-        "EvaluationError": _ERRORS,
-        "ReplayMissError": _ERRORS,
-        "SessionFormatError": _ERRORS,
-        "SessionVersionError": _ERRORS,
-        "StepIndexError": _ERRORS,
-        "evaluate_session": "cdp_integration.evaluate.scoring",
-        "session_to_har": "cdp_integration.har.export",
-        "WebArenaCDPIntegration": "cdp_integration.replay",
-        "MockCDPSession": "cdp_integration.replay.cdp",
-        "MockBrowserContext": "cdp_integration.replay.page",
-        "MockPage": "cdp_integration.replay.page",
-        "replay_step": "cdp_integration.replay.page",
-        "FORMAT_VERSION": "cdp_integration.session.models",
-        "redact_session": "cdp_integration.session.redact",
-        "Session": "cdp_integration.session.store",
-        "load_session": "cdp_integration.session.store",
-    },
-)
+if not typing.TYPE_CHECKING:  # type checkers see the imports above, not the lazy lookup
+    __getattr__, __dir__ = _lazy.lazy_exports(
+        globals(),
+        {
+            "__version__": "cdp_integration._version",
+            "CDPSessionLogger": "cdp_integration.capture.logger",
+            "CDPIntegrationError": _ERRORS,
+            "CaptureError": _ERRORS,
+            "DemoTaskError": _ERRORS,
+            "EnvironmentSetupError": _ERRORS,
+            "EvaluationError": _ERRORS,
+            "ReplayMissError": _ERRORS,
+            "SessionFormatError": _ERRORS,
+            "SessionVersionError": _ERRORS,
+            "StepIndexError": _ERRORS,
+            "evaluate_session": "cdp_integration.evaluate.scoring",
+            "session_to_har": "cdp_integration.har.export",
+            "WebArenaCDPIntegration": "cdp_integration.replay",
+            "MockCDPSession": "cdp_integration.replay.cdp",
+            "MockBrowserContext": "cdp_integration.replay.page",
+            "MockPage": "cdp_integration.replay.page",
+            "replay_step": "cdp_integration.replay.page",
+            "FORMAT_VERSION": "cdp_integration.session.models",
+            "redact_session": "cdp_integration.session.redact",
+            "Session": "cdp_integration.session.store",
+            "load_session": "cdp_integration.session.store",
+        },
+    )

@@ -16,12 +16,13 @@ if TYPE_CHECKING:
 
 __all__ = ["BodyPolicy", "CDPSessionLogger", "DomScope", "EvaluationRecorder"]
 
-__getattr__, __dir__ = lazy_exports(
-    globals(),
-    {
-        "BodyPolicy": "cdp_integration.capture.network",
-        "CDPSessionLogger": "cdp_integration.capture.logger",
-        "DomScope": "cdp_integration.capture.logger",
-        "EvaluationRecorder": "cdp_integration.capture.probes",
-    },
-)
+if not TYPE_CHECKING:  # type checkers see the imports above, not the lazy lookup
+    __getattr__, __dir__ = lazy_exports(
+        globals(),
+        {
+            "BodyPolicy": "cdp_integration.capture.network",
+            "CDPSessionLogger": "cdp_integration.capture.logger",
+            "DomScope": "cdp_integration.capture.logger",
+            "EvaluationRecorder": "cdp_integration.capture.probes",
+        },
+    )

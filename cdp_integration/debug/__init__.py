@@ -47,22 +47,23 @@ __all__ = [
     "write_viewer",
 ]
 
-__getattr__, __dir__ = lazy_exports(
-    globals(),
-    {
-        "CookieChange": "cdp_integration.debug.diff",
-        "StepDiff": "cdp_integration.debug.diff",
-        "StorageChange": "cdp_integration.debug.diff",
-        "TabChange": "cdp_integration.debug.diff",
-        "Stepper": "cdp_integration.debug.stepper",
-        "visible_text": "cdp_integration.debug.text",
-        "render_viewer": "cdp_integration.debug.viewer",
-        "write_viewer": "cdp_integration.debug.viewer",
-        "EvaluationSummary": "cdp_integration.debug.views",
-        "RequestRow": "cdp_integration.debug.views",
-        "StepSummary": "cdp_integration.debug.views",
-        "step_requests": "cdp_integration.debug.views",
-        "step_summaries": "cdp_integration.debug.views",
-        "export_wabe": "cdp_integration.debug.wabe",
-    },
-)
+if not TYPE_CHECKING:  # type checkers see the imports above, not the lazy lookup
+    __getattr__, __dir__ = lazy_exports(
+        globals(),
+        {
+            "CookieChange": "cdp_integration.debug.diff",
+            "StepDiff": "cdp_integration.debug.diff",
+            "StorageChange": "cdp_integration.debug.diff",
+            "TabChange": "cdp_integration.debug.diff",
+            "Stepper": "cdp_integration.debug.stepper",
+            "visible_text": "cdp_integration.debug.text",
+            "render_viewer": "cdp_integration.debug.viewer",
+            "write_viewer": "cdp_integration.debug.viewer",
+            "EvaluationSummary": "cdp_integration.debug.views",
+            "RequestRow": "cdp_integration.debug.views",
+            "StepSummary": "cdp_integration.debug.views",
+            "step_requests": "cdp_integration.debug.views",
+            "step_summaries": "cdp_integration.debug.views",
+            "export_wabe": "cdp_integration.debug.wabe",
+        },
+    )

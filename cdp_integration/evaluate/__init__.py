@@ -45,23 +45,24 @@ _BATCH = "cdp_integration.evaluate.batch"
 _REPORT = "cdp_integration.evaluate.report"
 _SCORING = "cdp_integration.evaluate.scoring"
 _VERIFIED = "cdp_integration.evaluate.verified"
-__getattr__, __dir__ = lazy_exports(
-    globals(),
-    {
-        "BatchSummary": _BATCH,
-        "load_configs": _BATCH,
-        "score_directory": _BATCH,
-        "Report": _REPORT,
-        "build_report": _REPORT,
-        "write_report": _REPORT,
-        "SessionScore": _SCORING,
-        "StepScore": _SCORING,
-        "evaluate_session": _SCORING,
-        "evaluate_step": _SCORING,
-        "score_session_file": _SCORING,
-        "session_config": _SCORING,
-        "VerifiedResult": _VERIFIED,
-        "verified_score": _VERIFIED,
-        "verified_score_file": _VERIFIED,
-    },
-)
+if not TYPE_CHECKING:  # type checkers see the imports above, not the lazy lookup
+    __getattr__, __dir__ = lazy_exports(
+        globals(),
+        {
+            "BatchSummary": _BATCH,
+            "load_configs": _BATCH,
+            "score_directory": _BATCH,
+            "Report": _REPORT,
+            "build_report": _REPORT,
+            "write_report": _REPORT,
+            "SessionScore": _SCORING,
+            "StepScore": _SCORING,
+            "evaluate_session": _SCORING,
+            "evaluate_step": _SCORING,
+            "score_session_file": _SCORING,
+            "session_config": _SCORING,
+            "VerifiedResult": _VERIFIED,
+            "verified_score": _VERIFIED,
+            "verified_score_file": _VERIFIED,
+        },
+    )

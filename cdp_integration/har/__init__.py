@@ -23,14 +23,15 @@ __all__ = [
     "session_to_har",
 ]
 
-__getattr__, __dir__ = lazy_exports(
-    globals(),
-    {
-        "exchange_to_har_entry": "cdp_integration.har.export",
-        "session_har_entries": "cdp_integration.har.export",
-        "session_to_har": "cdp_integration.har.export",
-        "HarEntry": "cdp_integration.har.importer",
-        "MAX_HAR_BYTES": "cdp_integration.har.importer",
-        "load_har": "cdp_integration.har.importer",
-    },
-)
+if not TYPE_CHECKING:  # type checkers see the imports above, not the lazy lookup
+    __getattr__, __dir__ = lazy_exports(
+        globals(),
+        {
+            "exchange_to_har_entry": "cdp_integration.har.export",
+            "session_har_entries": "cdp_integration.har.export",
+            "session_to_har": "cdp_integration.har.export",
+            "HarEntry": "cdp_integration.har.importer",
+            "MAX_HAR_BYTES": "cdp_integration.har.importer",
+            "load_har": "cdp_integration.har.importer",
+        },
+    )
