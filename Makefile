@@ -11,6 +11,7 @@ test: setup
 	.venv/bin/python -m pytest -q
 
 bench: setup
+	.venv/bin/python benchmarks/cli_startup.py
 	.venv/bin/python benchmarks/capture_overhead.py
 	.venv/bin/python benchmarks/offline_vs_live.py --keep .cache/bench-sessions
 	.venv/bin/python benchmarks/eval_throughput.py --sessions .cache/bench-sessions --count 2000
