@@ -7,6 +7,7 @@
     ├── ReplayMissError (LookupError)        replay was asked something the session has no answer for
     ├── EvaluationError (RuntimeError)       a session could not be scored
     ├── DemoTaskError (ValueError)           a demo tasks file is malformed
+    ├── UntrustedConfigError (ValueError)    a config would make the evaluator run code we did not vet
     └── EnvironmentSetupError (RuntimeError) Chromium / punkt_tab / site variables missing
 
 Each subclass also inherits the matching builtin, so callers may catch either. The CLI turns every
@@ -24,6 +25,7 @@ __all__ = [
     "ReplayMissError",
     "SessionFormatError",
     "SessionVersionError",
+    "UntrustedConfigError",
 ]
 
 
@@ -57,3 +59,8 @@ class EnvironmentSetupError(CDPIntegrationError, RuntimeError):
 
 class DemoTaskError(CDPIntegrationError, ValueError):
     """A demo tasks file (``tasks.json`` format) is malformed; the message names the entry."""
+
+
+class UntrustedConfigError(CDPIntegrationError, ValueError):
+    """A WebArena config (or a URL pasted into it) would make the evaluator ``eval`` something other
+    than an official helper call; the message names the field."""

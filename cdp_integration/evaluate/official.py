@@ -3,7 +3,7 @@
 Nothing here edits or copies evaluator code. The evaluator modules read the site URLs from the
 environment once, at import (``webarena.browser_env.env_config``, re-exported into
 ``helper_functions``), and ``HTMLContentEvaluator`` waits ``time.sleep(3)`` after each navigation.
-``use_site_urls`` points those module globals at the URLs an episode ran against, and
+``use_site_urls`` (from ``evaluate.configs``) points those module globals at the URLs an episode ran against, and
 ``skip_evaluator_sleep`` gives the evaluator module a ``time`` whose ``sleep`` returns at once.
 """
 
@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import time
 import types
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
-from cdp_integration.environment import WEBARENA_SITES
+from cdp_integration.evaluate.configs import use_site_urls
 
 __all__ = ["offline_api_key", "skip_evaluator_sleep", "use_site_urls"]
-
-_URL_MODULES = ("webarena.browser_env.env_config", "webarena.evaluation_harness.helper_functions")
 
 
 @contextlib.contextmanager
@@ -42,40 +39,6 @@ def skip_evaluator_sleep() -> Iterator[None]:
         yield
     finally:
         evaluators.time = original
-
-
-@contextlib.contextmanager
-def use_site_urls(urls: Mapping[str, str]) -> Iterator[None]:
-    """Point the evaluator's site globals (``SHOPPING``, ...) and variables at ``urls`` for the block.
-
-    ``urls`` maps site names, in either spelling (``SHOPPING`` or ``shopping``), to base URLs;
-    sites not given keep their current value.
-    """
-    import webarena.evaluation_harness.helper_functions  # noqa: F401 - reads the variables at first import
-
-    wanted = {name.upper(): url for name, url in urls.items() if name.upper() in WEBARENA_SITES}
-    saved_env = {key: os.environ.get(key) for site in wanted for key in (site, f"WA_{site}")}
-    for site, url in wanted.items():
-        os.environ[site] = os.environ[f"WA_{site}"] = url
-    saved_globals: list[tuple[types.ModuleType, str, object]] = []
-    for module_name in _URL_MODULES:
-        module = sys.modules.get(module_name)
-        if module is None:
-            continue
-        for site, url in wanted.items():
-            if hasattr(module, site):
-                saved_globals.append((module, site, getattr(module, site)))
-                setattr(module, site, url)
-    try:
-        yield
-    finally:
-        for module, site, value in reversed(saved_globals):
-            setattr(module, site, value)
-        for key, value in saved_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 @contextlib.contextmanager
