@@ -13,19 +13,23 @@ import click
 import orjson
 
 from cdp_integration.debug.commands import register_debug_commands
-from cdp_integration.errors import CDPIntegrationError
+from cdp_integration.errors import CDPIntegrationError, one_line_error
 from cdp_integration.evaluate.command import register_eval_command
 from cdp_integration.session.store import Session, load_session
 
 __all__ = ["cli", "main"]
 
 
+_INPUT_ERRORS = (CDPIntegrationError, OSError, RecursionError, MemoryError, ValueError)
+"""What bad input (a hostile or broken file, an unwritable output) can raise: one line, exit 2."""
+
+
 class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except CDPIntegrationError as exc:
-            click.echo(f"cdp-session: error: {exc}", err=True)
+        except _INPUT_ERRORS as exc:
+            click.echo(f"cdp-session: error: {one_line_error(exc)}", err=True)
             ctx.exit(2)
 
 
