@@ -3,9 +3,9 @@
 A session or HAR file comes from someone else; a few hundred compressed bytes can expand into
 gigabytes of text or tens of millions of JSON values. ``SessionLimits`` bounds each dimension, and
 the loaders check every bound *before* materializing what would exceed it: the decompressed size
-while inflating, the number of JSON values of a record from its bytes before parsing it (every value
-but the first is preceded by ``,`` or opens with ``{``/``[``, so their count bounds it; characters
-inside strings only over-count), the nesting depth right after parsing one record.
+and the number of JSON values while inflating (every value but the first of a record is preceded by
+``,`` or opens with ``{``/``[``, so counting those bytes bounds it; characters inside strings only
+over-count), records and steps as they are read, the nesting depth right after parsing one record.
 
 Defaults fit any real WebArena episode with room to spare and keep a refusal under ~1 GB of memory.
 Raise them with the ``limits=`` keyword of ``load_session`` / ``load_har`` or, for the CLI and
@@ -44,7 +44,7 @@ class SessionLimits:
     """JSON values in the whole file (objects, arrays, strings, numbers, ...), counted per record."""
     max_depth: int = 128
     """Nesting of objects and arrays within one record."""
-    max_record_bytes: int = 512 * 1024**2
+    max_record_bytes: int = 256 * 1024**2
     """One decompressed record (line)."""
 
     @classmethod
@@ -94,15 +94,18 @@ def open_regular_file(path: str | os.PathLike[str], source: str, what: str = "se
     """
     try:
         before = os.stat(path)
-        if stat.S_ISDIR(before.st_mode):
-            raise SessionFormatError(f"{source}: is a directory, not a {what}")
-        if not stat.S_ISREG(before.st_mode):
-            raise SessionFormatError(f"{source}: not a regular file (a FIFO, device or socket); refused")
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise SessionFormatError(f"{source}: cannot read ({exc.strerror or exc})") from None
     except ValueError as exc:  # a path with a NUL byte
         raise SessionFormatError(f"{source!r}: not a usable path ({exc})") from None
+    if stat.S_ISDIR(before.st_mode):
+        raise SessionFormatError(f"{source}: is a directory, not a {what}")
+    if not stat.S_ISREG(before.st_mode):
+        raise SessionFormatError(f"{source}: not a regular file (a FIFO, device or socket); refused")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise SessionFormatError(f"{source}: cannot read ({exc.strerror or exc})") from None
     after = os.fstat(fd)
     if not stat.S_ISREG(after.st_mode):
         os.close(fd)

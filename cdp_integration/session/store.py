@@ -180,7 +180,7 @@ def _iter_lines(fd: int, source: str, limits: SessionLimits, complete: list[bool
     max_bytes = MAX_SESSION_BYTES
     inflater: Any = None
     pending = bytearray()
-    total = 0
+    total = values = 0
     first = True
     eof = False
     while not eof:
@@ -218,16 +218,22 @@ def _iter_lines(fd: int, source: str, limits: SessionLimits, complete: list[bool
                 total += len(piece)
                 if total > max_bytes:
                     raise SessionFormatError(f"{source}: file is larger than {max_bytes} bytes")
+            values += count_values(piece)  # counted before any of it is parsed: a bomb stops here
+            if values > limits.max_values:
+                raise SessionFormatError(
+                    f"{source}: more than {limits.max_values} JSON values (limit CDP_SESSION_MAX_VALUES)"
+                )
             pending += piece
-            if b"\n" not in piece:
+            cut = pending.rfind(b"\n")
+            if cut < 0:
                 if len(pending) > limits.max_record_bytes:
                     raise SessionFormatError(
                         f"{source}: a record is longer than {limits.max_record_bytes} bytes "
                         "(limit CDP_SESSION_MAX_RECORD_BYTES)"
                     )
                 continue
-            lines = bytes(pending).split(b"\n")
-            pending = bytearray(lines.pop())
+            lines = bytes(pending[:cut]).split(b"\n")
+            del pending[: cut + 1]
             yield from lines
     if inflater is not None and not eof:
         # Whatever zlib still holds counts towards the limit: "more than" is not a cut-short file.
@@ -246,7 +252,6 @@ def _iter_records(
     lines: Iterator[bytes], source: str, limits: SessionLimits, complete: list[bool]
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """Parsed records, each bounded in values and depth before or right after parsing."""
-    values = 0
     failed: SessionFormatError | None = None
     number = 0
     for number, line in enumerate(lines, 1):
@@ -255,11 +260,6 @@ def _iter_records(
         if number > limits.max_records:
             raise SessionFormatError(
                 f"{source}: more than {limits.max_records} records (limit CDP_SESSION_MAX_RECORDS)"
-            )
-        values += count_values(line)
-        if values > limits.max_values:
-            raise SessionFormatError(
-                f"{source}: more than {limits.max_values} JSON values (limit CDP_SESSION_MAX_VALUES)"
             )
         try:
             record = orjson.loads(line)
