@@ -54,7 +54,7 @@ def _time_live(env: Any, config: dict[str, Any], answer: str | None, rounds: int
     from webarena.evaluation_harness.evaluators import evaluator_router
 
     from cdp_integration.capture.probes import build_trajectory, webarena_config_file
-    from cdp_integration.evaluate.official import skip_evaluator_sleep
+    from cdp_integration.webarena import skip_evaluator_sleep
 
     page = env.unwrapped.page
     trajectory = build_trajectory(answer, stopped=answer is not None)

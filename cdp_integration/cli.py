@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from cdp_integration.debug.commands import register_debug_commands
-from cdp_integration.errors import CDPIntegrationError
+from cdp_integration.errors import CDPIntegrationError, one_line_error
 from cdp_integration.evaluate.command import register_eval_command
 
 if TYPE_CHECKING:
@@ -21,12 +21,16 @@ if TYPE_CHECKING:
 __all__ = ["cli", "main"]
 
 
+_INPUT_ERRORS = (CDPIntegrationError, OSError, RecursionError, MemoryError, ValueError)
+"""What bad input (a hostile or broken file, an unwritable output) can raise: one line, exit 2."""
+
+
 class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except CDPIntegrationError as exc:
-            click.echo(f"cdp-session: error: {exc}", err=True)
+        except _INPUT_ERRORS as exc:
+            click.echo(f"cdp-session: error: {one_line_error(exc)}", err=True)
             ctx.exit(2)
 
 

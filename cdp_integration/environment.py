@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -31,6 +32,7 @@ __all__ = [
     "chromium_executable",
     "ensure_playwright_browsers",
     "ensure_punkt_tab",
+    "make_punkt_tab_findable",
     "prepare",
     "set_webarena_urls",
 ]
@@ -136,6 +138,23 @@ def ensure_punkt_tab(nltk_data: Path | None = None) -> Path:
     return nltk_data
 
 
+def make_punkt_tab_findable() -> str:
+    """Write punkt_tab if needed and make NLTK find it, whether or not ``nltk`` is already imported.
+
+    ``$NLTK_DATA`` is read once, when ``nltk.data`` is first imported; if that already happened
+    (the caller imported nltk or the evaluators first), its search path is updated too.
+    """
+    nltk_data = str(ensure_punkt_tab())
+    paths = [p for p in os.environ.get("NLTK_DATA", "").split(os.pathsep) if p]
+    if nltk_data not in paths:
+        os.environ["NLTK_DATA"] = os.pathsep.join([nltk_data, *paths])
+    loaded = sys.modules.get("nltk.data")
+    search_path = getattr(loaded, "path", None)
+    if isinstance(search_path, list) and nltk_data not in search_path:
+        search_path.insert(0, nltk_data)
+    return nltk_data
+
+
 def set_webarena_urls(urls: Mapping[str, str], *, environ: dict[str, str] | None = None) -> None:
     """Set both the evaluator's (``SHOPPING``) and BrowserGym's (``WA_SHOPPING``) site variables."""
     target = os.environ if environ is None else environ
@@ -151,10 +170,7 @@ def prepare(*, webarena_urls: Mapping[str, str] | None = None) -> None:
     Site variables already set by the user are kept unless ``webarena_urls`` is given.
     """
     os.environ["PLAYWRIGHT_BROWSERS_PATH"] = str(ensure_playwright_browsers())
-    nltk_data = str(ensure_punkt_tab())
-    paths = [p for p in os.environ.get("NLTK_DATA", "").split(os.pathsep) if p]
-    if nltk_data not in paths:
-        os.environ["NLTK_DATA"] = os.pathsep.join([nltk_data, *paths])
+    make_punkt_tab_findable()
     if webarena_urls is not None:
         set_webarena_urls(webarena_urls)
     else:

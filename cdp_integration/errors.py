@@ -8,10 +8,12 @@
     ├── ReplayMissError (LookupError)        replay was asked something the session has no answer for
     ├── EvaluationError (RuntimeError)       a session could not be scored
     ├── DemoTaskError (ValueError)           a demo tasks file is malformed
+    ├── UntrustedConfigError (ValueError)    a config would make the evaluator run code we did not vet
     └── EnvironmentSetupError (RuntimeError) Chromium / punkt_tab / site variables missing
 
 Each subclass also inherits the matching builtin, so callers may catch either. The CLI turns every
-``CDPIntegrationError`` into a one-line message and exit code 2.
+``CDPIntegrationError`` (and OS, recursion, memory and value errors from bad input) into a one-line
+message (``one_line_error``) and exit code 2.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ __all__ = [
     "SessionFormatError",
     "SessionVersionError",
     "StepIndexError",
+    "UntrustedConfigError",
+    "one_line_error",
 ]
 
 
@@ -63,3 +67,24 @@ class EnvironmentSetupError(CDPIntegrationError, RuntimeError):
 
 class DemoTaskError(CDPIntegrationError, ValueError):
     """A demo tasks file (``tasks.json`` format) is malformed; the message names the entry."""
+
+
+class UntrustedConfigError(CDPIntegrationError, ValueError):
+    """A WebArena config (or a URL pasted into it) would make the evaluator ``eval`` something other
+    than an official helper call; the message names the field."""
+
+
+def one_line_error(exc: BaseException) -> str:
+    """``exc`` as one line for stderr: no traceback, no embedded newlines, bounded length."""
+    if isinstance(exc, RecursionError):
+        text = "input nested too deeply to process"
+    elif isinstance(exc, MemoryError):
+        text = "out of memory (the input is too large; see the session limits in the README)"
+    elif isinstance(exc, OSError) and exc.strerror:
+        text = f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    else:
+        text = str(exc) or type(exc).__name__
+        if not isinstance(exc, CDPIntegrationError):
+            text = f"{type(exc).__name__}: {text}"
+    text = " ".join(text.split())
+    return text if len(text) <= 2000 else text[:1999] + "…"

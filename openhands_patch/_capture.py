@@ -169,7 +169,7 @@ def _probe_without_fixed_waits() -> Iterator[None]:
     if _EVALUATORS_MODULE not in sys.modules:
         yield
         return
-    from cdp_integration.evaluate.official import skip_evaluator_sleep
+    from cdp_integration.webarena import skip_evaluator_sleep
 
     with skip_evaluator_sleep():
         yield

@@ -17,17 +17,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
-import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
 from cdp_integration.interception import HttpRequest, HttpResponse, intercept_http
 from cdp_integration.session.models import Evaluation, EvaluatorCall, HttpCall, TabState
+from cdp_integration.webarena import webarena_config_file
 
 __all__ = ["EvaluationRecorder", "build_trajectory", "webarena_config_file"]
 
@@ -48,15 +46,6 @@ def build_trajectory(answer: str | None, *, stopped: bool) -> list[Any]:
     if stopped:
         return [{}, {"action_type": ActionTypes.STOP, "answer": answer or ""}]
     return [{}, {"action_type": ActionTypes.NONE, "answer": "whatever"}]
-
-
-@contextlib.contextmanager
-def webarena_config_file(config: Mapping[str, Any]) -> Iterator[str]:
-    """The evaluators take a config *file*; write ``config`` to a temporary one for the block."""
-    with tempfile.TemporaryDirectory(prefix="cdp-eval-") as folder:
-        path = Path(folder) / f"{config.get('task_id', 'task')}.json"
-        path.write_text(json.dumps(config))
-        yield str(path)
 
 
 class EvaluationRecorder:

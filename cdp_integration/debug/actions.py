@@ -28,6 +28,10 @@ _INPUT_ROLES = {
 _TAG_ROLES = {"a": "link", "button": "button", "select": "combobox", "textarea": "textbox", "img": "img"}
 
 
+_MAX_ACTION_CHARS = 10_000
+"""Longer action text is shown as text, never parsed (a BrowserGym action call is far shorter)."""
+
+
 @dataclass(frozen=True)
 class ParsedAction:
     name: str
@@ -43,15 +47,15 @@ class ParsedAction:
 
 def parse_action(action: str | None) -> ParsedAction | None:
     """``name(literal, ...)`` parsed without running it; ``None`` for anything else (free text, code)."""
-    if not action:
+    if not action or len(action) > _MAX_ACTION_CHARS:
         return None
     try:
         node = ast.parse(action.strip(), mode="eval").body
         if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name) or node.keywords:
             return None
         return ParsedAction(node.func.id, tuple(ast.literal_eval(arg) for arg in node.args))
-    except (SyntaxError, ValueError):
-        return None
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
+        return None  # a session's action text is untrusted: deep nesting must not escape as an error
 
 
 def action_target(session: Session, step: int) -> Element | None:

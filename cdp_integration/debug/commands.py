@@ -7,6 +7,11 @@ may be negative (``-1`` is the last step).
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +35,29 @@ def _load_session(path: Path) -> Session:
     from cdp_integration.session.store import load_session
 
     return load_session(path)
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float, message: str) -> Iterator[None]:
+    """End the process with ``message`` and exit code 2 if the block runs longer than ``seconds``.
+
+    Playwright's ``evaluate`` has no timeout of its own and cannot be interrupted from another
+    thread, so a watchdog exits the process (the Playwright driver and its Chromium exit with it).
+    """
+    timer = threading.Timer(seconds, _expire, args=(message,))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def _expire(message: str) -> None:
+    sys.stderr.write(f"cdp-session: error: {message}\n")
+    sys.stderr.flush()
+    sys.stdout.flush()
+    os._exit(2)
 
 
 def _step(session: Session, value: int, name: str) -> int:
@@ -143,7 +171,14 @@ def export_wabe_command(session_path: Path, output: Path) -> None:
 @click.option(
     "--js", "expression", required=True, help="A JavaScript expression or function, as page.evaluate takes."
 )
-def eval_at(session_path: Path, step: int, expression: str) -> None:
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    help="Seconds to wait for the value (a promise that never settles ends here: exit 2).",
+)
+def eval_at(session_path: Path, step: int, expression: str, timeout: float) -> None:
     """Run JavaScript against the page as it was at STEP, offline (sandboxed, nothing fetched).
 
     Prints the value as JSON; a JavaScript exception is printed and exits 1.
@@ -155,11 +190,12 @@ def eval_at(session_path: Path, step: int, expression: str) -> None:
 
     session = _load_session(session_path)
     page = replay_step(session, _step(session, step, "STEP"))
-    try:
-        value = page.evaluate(expression)
-    except PlaywrightError as exc:
-        click.echo(f"JavaScript error: {exc.message.splitlines()[0] if exc.message else exc}", err=True)
-        raise SystemExit(1) from None
+    with _deadline(timeout, f"the JavaScript did not finish within {timeout:g} s (--timeout)"):
+        try:
+            value = page.evaluate(expression)
+        except PlaywrightError as exc:
+            click.echo(f"JavaScript error: {exc.message.splitlines()[0] if exc.message else exc}", err=True)
+            raise SystemExit(1) from None
     click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2, default=str).decode())
 
 
@@ -171,15 +207,29 @@ def eval_at(session_path: Path, step: int, expression: str) -> None:
     type=click.Path(path_type=Path, exists=True, dir_okay=False),
     help="A WebArena task config (JSON); default: the one the session recorded.",
 )
-def rescore(session_path: Path, config_path: Path | None) -> None:
+@click.option(
+    "--trust-configs",
+    is_flag=True,
+    help="--config is yours: let its func: expressions run any Python (never the session's own config).",
+)
+def rescore(session_path: Path, config_path: Path | None, trust_configs: bool) -> None:
     """Score the session offline with a (possibly edited) WebArena config: "what if the task said X".
 
     Questions the live evaluator asked are answered from its recording; new ones from the captured
     pages; a question neither can answer is an error naming it.
     """
+    from cdp_integration.errors import CDPIntegrationError, EvaluationError
     from cdp_integration.evaluate.scoring import evaluate_session
 
-    result = evaluate_session(_load_session(session_path), config_path)
+    session = _load_session(session_path)
+    try:
+        result = evaluate_session(session, config_path, trust_configs=trust_configs)
+    except CDPIntegrationError:
+        raise
+    except Exception as exc:  # the evaluator itself failed on this episode
+        raise EvaluationError(f"{session_path}: the evaluator raised {type(exc).__name__}: {exc}") from exc
+    if result.note:
+        click.echo(f"note: {result.note}", err=True)
     click.echo(f"task {result.task_id}  eval types {'+'.join(result.eval_types)}  answer {result.answer!r}")
     for row in result.steps:
         live = "-" if row.live_reward is None else f"{row.live_reward:.1f}"

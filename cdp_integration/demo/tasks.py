@@ -27,19 +27,7 @@ from typing import Any, Literal, cast
 from cdp_integration import environment
 from cdp_integration.errors import DemoTaskError
 
-
-def _make_punkt_tab_findable() -> None:
-    """``import browsergym.webarena`` downloads punkt_tab unless NLTK finds it; here it must find ours."""
-    nltk_data = str(environment.ensure_punkt_tab())
-    paths = [p for p in os.environ.get("NLTK_DATA", "").split(os.pathsep) if p]
-    if nltk_data not in paths:
-        os.environ["NLTK_DATA"] = os.pathsep.join([nltk_data, *paths])
-    nltk_module = sys.modules.get("nltk.data")
-    if nltk_module is not None and nltk_data not in nltk_module.path:
-        nltk_module.path.insert(0, nltk_data)
-
-
-_make_punkt_tab_findable()
+environment.make_punkt_tab_findable()  # import browsergym.webarena downloads it unless found
 
 import playwright.sync_api  # noqa: E402
 import requests  # noqa: E402
@@ -48,6 +36,7 @@ from browsergym.webarena.instance import WebArenaInstance  # noqa: E402
 from browsergym.webarena.task import GenericWebArenaTask  # noqa: E402
 
 from cdp_integration.demo.agent import VERBS, to_browsergym_action  # noqa: E402
+from cdp_integration.webarena import point_evaluator_globals, substitute_placeholders  # noqa: E402
 
 __all__ = [
     "ADMIN_PATH",
@@ -71,15 +60,8 @@ DEMO_ENV_PREFIX = "browsergym/webarena_demo."
 ADMIN_PATH = "/admin"
 """Where the demo shop's admin lives: ``SHOPPING_ADMIN`` is the base URL plus this."""
 
-PLACEHOLDERS: dict[str, str] = {
-    "__GITLAB__": "GITLAB",
-    "__REDDIT__": "REDDIT",
-    "__SHOPPING__": "SHOPPING",
-    "__SHOPPING_ADMIN__": "SHOPPING_ADMIN",
-    "__WIKIPEDIA__": "WIKIPEDIA",
-    "__MAP__": "MAP",
-}
-"""The URL placeholders BrowserGym's ``GenericWebArenaTask`` substitutes, and the site each stands for."""
+_BROWSERGYM_SITES = ("GITLAB", "REDDIT", "SHOPPING", "SHOPPING_ADMIN", "WIKIPEDIA", "MAP")
+"""The sites BrowserGym's ``WebArenaInstance.urls`` holds (every WebArena site but the homepage)."""
 
 CONFIG_KEYS = (
     "sites",
@@ -200,29 +182,20 @@ def site_urls(base_url: str) -> dict[str, str]:
 
 def instantiate_config(config: Mapping[str, Any], base_url: str) -> dict[str, Any]:
     """A copy of ``config`` with the URL placeholders replaced, as BrowserGym does for test.raw.json."""
-    urls = site_urls(base_url)
-    text = json.dumps(config)
-    for placeholder, site in PLACEHOLDERS.items():
-        text = text.replace(placeholder, urls[site])
-    return cast(dict[str, Any], json.loads(text))
+    return cast(dict[str, Any], substitute_placeholders(config, site_urls(base_url)))
 
 
-_URL_MODULES = ("webarena.browser_env.env_config", "webarena.evaluation_harness.helper_functions")
 _JUDGE_CLIENT_MODULE = "webarena.llms.providers.openai_utils"
 
 
 def _point_at_demo(base_url: str) -> None:
     """Site variables, already-imported evaluator globals and the LLM judge -> the demo site.
 
-    Unlike ``evaluate.official.use_site_urls`` this lasts: a live task evaluates at every step.
+    Unlike ``webarena.use_site_urls`` this lasts: a live task evaluates at every step.
     """
     urls = site_urls(base_url)
     environment.set_webarena_urls(urls)
-    for module_name in _URL_MODULES:
-        module = sys.modules.get(module_name)
-        for site, url in urls.items():
-            if module is not None and hasattr(module, site):
-                setattr(module, site, url)
+    point_evaluator_globals(urls)
     judge = urls["SHOPPING"] + "/v1"
     os.environ["OPENAI_BASE_URL"] = judge
     os.environ.setdefault("OPENAI_API_KEY", "demo-judge")
@@ -252,7 +225,7 @@ class DemoWebArenaInstance(WebArenaInstance):
 
     def __init__(self, base_url: str) -> None:
         urls = site_urls(base_url)
-        self.urls = {site.lower(): urls[site] for site in PLACEHOLDERS.values()}
+        self.urls = {site.lower(): urls[site] for site in _BROWSERGYM_SITES}
         self.home_url = urls["HOMEPAGE"]
         from webarena.browser_env.env_config import ACCOUNTS
 
@@ -355,7 +328,7 @@ def _maybe_skip_sleep(skip: bool) -> Iterator[None]:
     if not skip:
         yield
         return
-    from cdp_integration.evaluate.official import skip_evaluator_sleep
+    from cdp_integration.webarena import skip_evaluator_sleep
 
     with skip_evaluator_sleep():
         yield

@@ -12,7 +12,7 @@ One line of ``output.jsonl`` (``report.py`` reads these back)::
      "instance": {"task_id", "intent_template_id", "sites", "eval_types"},
      "history": [{"index", "action", "url"}, ...],
      "test_result": {"score", "max_score", "live_reward", "live_max", "answer",
-                     "error", "error_type", "duration_ms"},
+                     "error", "error_type", "duration_ms", "partial"},
      "metadata": {"session_path": <relative to the sessions dir>, "scorer": str}}
 
 The per-session scorer is ``cdp_integration.evaluate.scoring.score_session_file`` unless another is
@@ -100,6 +100,8 @@ class BatchSummary:
     error_types: Mapping[str, int] = field(default_factory=dict)
     incomplete: tuple[Path, ...] = ()
     """``*.partial`` files: episodes that never finished saving; not scored."""
+    skipped_partial: int = 0
+    """Session files without an end record that ``complete_only`` left unscored (no line)."""
     workers: int = 1
     elapsed_s: float = 0.0
 
@@ -202,6 +204,8 @@ def score_directory(
     scorer: str | None = None,
     progress: ProgressFactory | None = None,
     score_fn: ScoreFn | None = None,
+    trust_configs: bool = False,
+    complete_only: bool = False,
 ) -> BatchSummary:
     """Score every finished session under ``sessions_dir`` into ``output_dir/output.jsonl``.
 
@@ -209,8 +213,10 @@ def score_directory(
     the scorer once and holding one session at a time (only there does a scorer that kills its
     process cost just its session). ``scorer`` is passed to the scorer as
     ``scorer=`` when given (``webarena`` or ``verified``). ``resume=False`` starts a new
-    ``output.jsonl``. ``progress``: a progress bar factory (none by default). Raises
-    ``EvaluationError`` for unusable arguments or a directory without sessions, never for a bad session.
+    ``output.jsonl``. ``progress``: a progress bar factory (none by default). ``trust_configs`` /
+    ``complete_only`` are passed to the scorer when set (see ``score_session_file``); a session the
+    scorer skips gets no line. Raises ``EvaluationError`` for unusable arguments or a directory
+    without sessions, never for a bad session.
     """
     started = time.perf_counter()
     sessions_root = Path(sessions_dir)
@@ -238,7 +244,10 @@ def score_directory(
     ]
     del done
     errors: Counter[str] = Counter()
-    written = 0
+    written = not_scored = 0
+    options = {
+        name: True for name, on in (("trust_configs", trust_configs), ("complete_only", complete_only)) if on
+    }
     with ExitStack() as stack:
         out = stack.enter_context(open(output_path, "ab"))
         bar: Progress = stack.enter_context(progress(len(jobs)) if progress and jobs else _NoProgress())
@@ -247,11 +256,17 @@ def score_directory(
             outcomes = iter(())
         elif workers == 1:
             fn = score_fn or _default_score_fn()
-            outcomes = (_score_one(fn, job, configs, scorer) for job in jobs)
+            outcomes = (_score_one(fn, job, configs, scorer, options) for job in jobs)
         else:
-            pool = stack.enter_context(_WorkerPool(min(workers, len(jobs)), score_fn, configs, scorer))
+            pool = stack.enter_context(
+                _WorkerPool(min(workers, len(jobs)), score_fn, configs, scorer, options)
+            )
             outcomes = pool.run(iter(jobs))
         for outcome in outcomes:
+            if not outcome.line:  # skipped by the scorer (complete_only and a partial session)
+                not_scored += 1
+                bar.update(1)
+                continue
             out.write(outcome.line)
             out.flush()
             written += 1
@@ -266,6 +281,7 @@ def score_directory(
         failed=sum(errors.values()),
         error_types=dict(errors),
         incomplete=tuple(partials),
+        skipped_partial=not_scored,
         workers=workers,
         elapsed_s=time.perf_counter() - started,
     )
@@ -345,15 +361,23 @@ class _Outcome(NamedTuple):
 
 
 def _score_one(
-    fn: ScoreFn, job: _Job, configs: Mapping[int, dict[str, Any]] | None, scorer: str | None
+    fn: ScoreFn,
+    job: _Job,
+    configs: Mapping[int, dict[str, Any]] | None,
+    scorer: str | None,
+    options: Mapping[str, bool] | None = None,
 ) -> _Outcome:
-    """Score one session into its output line; any exception becomes an error line."""
+    """Score one session into its output line (empty if the scorer skipped it); any exception
+    becomes an error line."""
     started = time.perf_counter()
     try:
         path = Path(job.path)
-        result = fn(path, configs) if scorer is None else fn(path, configs, scorer=scorer)
+        kwargs = {**({"scorer": scorer} if scorer is not None else {}), **(options or {})}
+        result = fn(path, configs, **kwargs)
         if not isinstance(result, Mapping):
             raise TypeError(f"the scorer returned {type(result).__name__}, not a dict")
+        if result.get("skipped"):
+            return _Outcome(b"", None)
         record = _result_record(result, job, scorer, elapsed_ms=(time.perf_counter() - started) * 1000)
         return _Outcome(orjson.dumps(record) + b"\n", record["test_result"]["error_type"])
     except (Exception, SystemExit) as exc:
@@ -388,6 +412,7 @@ def _result_record(
     test_result["duration_ms"] = duration if isinstance(duration, int | float) else elapsed_ms
     if test_result["error"] is not None and test_result["error_type"] is None:
         test_result["error_type"] = "Error"
+    test_result["partial"] = bool(result.get("partial"))  # no end record: scored on its last readable step
     return {
         "instance_id": str(result.get("instance_id") or _fallback_instance_id(job)),
         "instance": instance,
@@ -436,6 +461,7 @@ def _worker_main(
     score_fn: ScoreFn | None,
     configs: Mapping[int, dict[str, Any]] | None,
     scorer: str | None,
+    options: Mapping[str, bool] | None = None,
 ) -> None:
     """A worker process: import the scorer once, then score one job at a time until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
@@ -452,7 +478,7 @@ def _worker_main(
             return
         if job is None:
             return
-        outcome = _score_one(fn, _Job(*job), configs, scorer)
+        outcome = _score_one(fn, _Job(*job), configs, scorer, options)
         try:
             conn.send(outcome)
         except OSError:  # the parent is gone
@@ -480,12 +506,13 @@ class _WorkerPool(AbstractContextManager["_WorkerPool"]):
         score_fn: ScoreFn | None,
         configs: Mapping[int, dict[str, Any]] | None,
         scorer: str | None,
+        options: Mapping[str, bool] | None = None,
     ) -> None:
         # A fork server that has imported the evaluators once: workers start without the ~3 s import.
         self._context = multiprocessing.get_context("forkserver")
         if score_fn is None:
             self._context.set_forkserver_preload(["cdp_integration.evaluate._preload"])
-        self._args = (score_fn, dict(configs) if configs is not None else None, scorer)
+        self._args = (score_fn, dict(configs) if configs is not None else None, scorer, dict(options or {}))
         self._scorer = scorer
         self._workers: list[_Worker] = []
         try:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from cdp_integration.errors import CDPIntegrationError
+from cdp_integration.errors import CDPIntegrationError, one_line_error
 from cdp_integration.evaluate.batch import (
     DEFAULT_SCORER,
     SCORERS,
@@ -59,6 +59,17 @@ def _progress_bar(total: int) -> AbstractContextManager[Progress]:
     help="webarena: the official WebArena evaluators; verified: WebArena-Verified.",
 )
 @click.option(
+    "--trust-configs",
+    is_flag=True,
+    help="The --configs file is yours: let its func: expressions run any Python. Without it only the "
+    "official WebArena helper calls run. Never applies to configs carried by session files.",
+)
+@click.option(
+    "--complete-only",
+    is_flag=True,
+    help="Skip sessions without an end record (cut short) instead of scoring their last readable step.",
+)
+@click.option(
     "--no-progress", is_flag=True, help="No progress bar (off anyway when stderr is not a terminal)."
 )
 @click.pass_context
@@ -70,6 +81,8 @@ def eval_command(
     workers: int,
     no_resume: bool,
     scorer: str,
+    trust_configs: bool,
+    complete_only: bool,
     no_progress: bool,
 ) -> None:
     """Score a directory of sessions offline; write output.jsonl and a report.
@@ -89,19 +102,23 @@ def eval_command(
             resume=not no_resume,
             scorer=scorer,
             progress=progress,
+            trust_configs=trust_configs,
+            complete_only=complete_only,
         )
         incomplete = [path.relative_to(sessions_dir).as_posix() for path in summary.incomplete]
         report = write_report(output_dir, incomplete_sessions=incomplete)
-    except CDPIntegrationError as exc:
+    except (CDPIntegrationError, OSError, RecursionError, MemoryError, ValueError) as exc:
         if ctx.parent is not None:
             raise  # inside cdp-session: its group prints it the same way
-        click.echo(f"{ctx.info_name}: error: {exc}", err=True)
+        click.echo(f"{ctx.info_name}: error: {one_line_error(exc)}", err=True)
         ctx.exit(2)
     click.echo(
         f"scored {summary.scored} sessions ({summary.failed} could not be scored) in {summary.elapsed_s:.1f} s, "
         f"{summary.sessions_per_s:.1f} sessions/s with {summary.workers} worker(s); "
         f"{summary.skipped} already scored, skipped"
     )
+    if summary.skipped_partial:
+        click.echo(f"{summary.skipped_partial} sessions without an end record skipped (--complete-only)")
     if incomplete:
         click.echo(f"{len(incomplete)} incomplete sessions (*.partial) not scored, e.g. {incomplete[0]}")
     click.echo("")

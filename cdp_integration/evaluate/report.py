@@ -106,6 +106,9 @@ class Report:
     """Sessions scored 0 without an error (a wrong answer, page or state), by their eval types."""
     unreadable_lines: int = 0
     incomplete_sessions: tuple[str, ...] = ()
+    partial_sessions: tuple[str, ...] = ()
+    """Scored sessions without an end record (``partial`` in output.jsonl): their score is that of
+    the last readable step, not necessarily the episode's final state."""
     bootstrap: dict[str, Any] = field(
         default_factory=lambda: {
             "resamples": BOOTSTRAP_RESAMPLES,
@@ -237,6 +240,7 @@ def build_report(output_jsonl: str | os.PathLike[str], *, incomplete_sessions: I
     live, live_max = _AgreementTotals(), _AgreementTotals()
     errors_by_type: Counter[str] = Counter()
     zero_by_eval: Counter[str] = Counter()
+    partial: list[str] = []
     for record in _iter_lines(Path(output_jsonl), unreadable):
         sessions += 1
         result = record["test_result"]
@@ -246,6 +250,8 @@ def build_report(output_jsonl: str | os.PathLike[str], *, incomplete_sessions: I
         instance_id = str(record.get("instance_id"))
         site = "+".join(sorted(instance.get("sites") or [])) or "(no site)"
         template = _template_key(instance, instance_id)
+        if result.get("partial") is True:
+            partial.append(instance_id)
         if result.get("error") is not None or result.get("error_type") is not None:
             errors += 1
             errors_by_type[result.get("error_type") or "Error"] += 1
@@ -268,6 +274,7 @@ def build_report(output_jsonl: str | os.PathLike[str], *, incomplete_sessions: I
         zero_score_by_eval_type=dict(zero_by_eval.most_common()),
         unreadable_lines=unreadable[0],
         incomplete_sessions=tuple(incomplete_sessions),
+        partial_sessions=tuple(partial),
     )
 
 
@@ -332,6 +339,11 @@ def format_summary(report: Report) -> str:
         lines.append(f"unreadable lines:         {report.unreadable_lines}")
     if report.incomplete_sessions:
         lines.append(f"incomplete (*.partial):   {len(report.incomplete_sessions)} not scored")
+    if report.partial_sessions:
+        lines.append(
+            f"partial (no end record):  {len(report.partial_sessions)} scored on their last readable step, "
+            f"e.g. {report.partial_sessions[0]}"
+        )
     return "\n".join(lines)
 
 
@@ -403,4 +415,11 @@ def format_markdown(report: Report) -> str:
     if report.incomplete_sessions:
         out += ["", f"## Incomplete sessions ({len(report.incomplete_sessions)}, not scored)", ""]
         out += [f"- `{path}`" for path in report.incomplete_sessions]
+    if report.partial_sessions:
+        out += [
+            "",
+            f"## Partial sessions ({len(report.partial_sessions)}, scored on their last readable step)",
+            "",
+        ]
+        out += [f"- `{instance_id}`" for instance_id in report.partial_sessions]
     return "\n".join(out) + "\n"

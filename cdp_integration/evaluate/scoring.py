@@ -6,7 +6,7 @@ message, and calls the evaluator built by libwebarena's ``evaluator_router``. Of
 same ``validate`` method, unmodified, with a ``MockPage`` of the captured step in place of the live
 page and with the evaluator's recorded HTTP answers (REST helpers, LLM judge) replayed. Its fixed
 3 s waits are skipped and its site globals point at the URLs the episode ran against
-(``evaluate.official``).
+(``cdp_integration.webarena``).
 
 Two numbers per episode: ``score`` (WebArena's own definition: the evaluation
 of the final state) and ``max_score`` (BrowserGym/OpenHands: the best per-step reward).
@@ -24,13 +24,20 @@ from pathlib import Path
 from typing import Any
 
 from cdp_integration import environment
-from cdp_integration.capture.probes import webarena_config_file
 from cdp_integration.errors import CDPIntegrationError, EvaluationError, ReplayMissError
-from cdp_integration.evaluate.official import offline_api_key, skip_evaluator_sleep, use_site_urls
-from cdp_integration.replay.page import replay_step
+from cdp_integration.replay.page import MockBrowserContext, replay_step
 from cdp_integration.replay.recorded import replay_http
 from cdp_integration.session.models import Evaluation
 from cdp_integration.session.store import Session, load_session
+from cdp_integration.webarena import (
+    guard_evaluator_eval,
+    offline_api_key,
+    skip_evaluator_sleep,
+    substitute_placeholders,
+    use_site_urls,
+    vet_config,
+    webarena_config_file,
+)
 
 __all__ = [
     "SessionScore",
@@ -40,16 +47,6 @@ __all__ = [
     "score_session_file",
     "session_config",
 ]
-
-_PLACEHOLDERS = {
-    "__SHOPPING_ADMIN__": "SHOPPING_ADMIN",
-    "__SHOPPING__": "SHOPPING",
-    "__REDDIT__": "REDDIT",
-    "__GITLAB__": "GITLAB",
-    "__WIKIPEDIA__": "WIKIPEDIA",
-    "__MAP__": "MAP",
-    "__HOMEPAGE__": "HOMEPAGE",
-}
 
 
 @dataclass(frozen=True)
@@ -80,6 +77,10 @@ class SessionScore:
     error: str | None = None
     error_type: str | None = None
     duration_ms: float = 0.0
+    partial: bool = False
+    """The session has no end record (the episode never finished saving, or the file was cut):
+    ``score`` is that of its last readable step, which may not be the episode's final state."""
+    note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -104,14 +105,8 @@ def session_config(session: Session, config: Mapping[str, Any] | str | Path | No
         raise EvaluationError(
             f"{session.path or 'session'}: no WebArena task config (none recorded in the session; pass one)"
         )
-    text = json.dumps(config)
-    urls = site_urls(session)
-    for placeholder, site in _PLACEHOLDERS.items():
-        if placeholder in text:
-            if site not in urls:
-                raise EvaluationError(f"the config uses {placeholder} but the session recorded no {site} URL")
-            text = text.replace(placeholder, urls[site])
-    result: dict[str, Any] = json.loads(text)
+    where = f"{session.path or 'session'}: the config"
+    result: dict[str, Any] = substitute_placeholders(config, site_urls(session), where=where)
     return result
 
 
@@ -145,12 +140,30 @@ def _webarena_task(config_file: str, urls: Mapping[str, str], tab_urls: list[str
     return task
 
 
-def evaluate_step(session: Session, step: int, config: Mapping[str, Any] | None = None) -> StepScore:
-    """Replay BrowserGym's ``validate`` at ``step`` offline; raise ``ReplayMissError`` on a gap."""
+def _page_urls(context: MockBrowserContext) -> list[str]:
+    """Every URL the replayed page of ``context`` can report (``page.url``): tabs and recorded answers."""
+    urls = [page.url for page in context.pages]
+    if context.evaluation is not None:
+        urls += [c.result for c in context.evaluation.calls if c.op == "url" and isinstance(c.result, str)]
+        urls += [c.url for c in context.evaluation.calls]
+    return urls
+
+
+def evaluate_step(
+    session: Session, step: int, config: Mapping[str, Any] | None = None, *, trust_configs: bool = False
+) -> StepScore:
+    """Replay BrowserGym's ``validate`` at ``step`` offline; raise ``ReplayMissError`` on a gap.
+
+    ``trust_configs``: ``config`` (not one embedded in the session) was written by the caller, so its
+    ``func:`` expressions may be any Python; otherwise only official helper calls run
+    (``webarena.vet_config``), and a config that asks for more is an ``UntrustedConfigError``.
+    """
     _prepare_once()
+    trusted = trust_configs and config is not None
     config = session_config(session, config)
     page = replay_step(session, step)
     context = page.context
+    vet_config(config, page_urls=_page_urls(context), trusted=trusted)
     evaluation = context.evaluation
     chat = _chat_messages(evaluation, session.final_answer if step in (-1, len(session.steps) - 1) else None)
     urls = site_urls(session)
@@ -158,6 +171,7 @@ def evaluate_step(session: Session, step: int, config: Mapping[str, Any] | None 
         use_site_urls(urls),
         skip_evaluator_sleep(),
         offline_api_key(),
+        guard_evaluator_eval(config, trusted=trusted),
         webarena_config_file(config) as config_file,
         replay_http(evaluation.http if evaluation else ()) as http,
     ):
@@ -186,18 +200,29 @@ def _history(session: Session) -> list[dict[str, Any]]:
 
 
 def evaluate_session(
-    session: Session, config: Mapping[str, Any] | str | Path | None = None, *, per_step: bool = True
+    session: Session,
+    config: Mapping[str, Any] | str | Path | None = None,
+    *,
+    per_step: bool = True,
+    trust_configs: bool = False,
 ) -> SessionScore:
-    """Score ``session`` offline: the final state, and (``per_step``) every step BrowserGym validated."""
+    """Score ``session`` offline: the final state, and (``per_step``) every step BrowserGym validated.
+
+    A session whose end record is missing (``partial``) is scored on its last readable step.
+    ``trust_configs``: see ``evaluate_step``; it never applies to the config the session carries.
+    """
     started = time.perf_counter()
+    trusted = trust_configs and config is not None
     resolved = session_config(session, config)
     if not session.steps:
         raise EvaluationError(f"{session.path or 'session'}: has no captured steps to score")
-    final = evaluate_step(session, -1, resolved)
+    final = evaluate_step(session, -1, resolved, trust_configs=trusted)
     steps = [final]
     if per_step:
         steps = [
-            evaluate_step(session, s.index, resolved) for s in session.steps[:-1] if s.evaluation is not None
+            evaluate_step(session, s.index, resolved, trust_configs=trusted)
+            for s in session.steps[:-1]
+            if s.evaluation is not None
         ]
         steps.append(final)
     recorded = [s.score for s in steps if s.score is not None and (s.source == "recorded" or s is final)]
@@ -219,30 +244,49 @@ def evaluate_session(
         history=_history(session),
         steps=steps,
         duration_ms=round((time.perf_counter() - started) * 1000, 3),
+        partial=not session.complete,
+        note=None
+        if session.complete
+        else f"partial session (no end record): scored its last readable step {session.final_step.index}",
     )
 
 
 def score_session_file(
-    path: str | Path, configs: Mapping[int, Mapping[str, Any]] | None = None, *, scorer: str = "webarena"
+    path: str | Path,
+    configs: Mapping[int, Mapping[str, Any]] | None = None,
+    *,
+    scorer: str = "webarena",
+    trust_configs: bool = False,
+    complete_only: bool = False,
 ) -> dict[str, Any]:
     """Load and score one session file; a JSON-able dict (``SessionScore`` fields).
 
-    ``configs``: WebArena configs by task id, used when the session did not record its own.
+    ``configs``: WebArena configs by task id, used when the session did not record its own;
+    ``trust_configs``: those configs were written by the caller (see ``evaluate_step``).
+    ``complete_only``: a session without its end record is not scored; the dict then holds
+    ``skipped`` (the reason), ``partial`` and ``instance_id`` only.
     Unscoreable sessions raise ``CDPIntegrationError`` subclasses; the batch runner records them.
     """
+    if scorer not in ("webarena", "verified"):
+        raise EvaluationError(f"unknown scorer {scorer!r} (webarena or verified)")
+    session = load_session(path) if scorer == "webarena" or complete_only else None
+    if complete_only and session is not None and not session.complete:
+        return {
+            "instance_id": session.instance_id,
+            "partial": True,
+            "skipped": "partial session (no end record)",
+        }
     if scorer == "verified":
         from cdp_integration.evaluate.verified import verified_score_file
 
         return verified_score_file(Path(path), {k: dict(v) for k, v in (configs or {}).items()})
-    if scorer != "webarena":
-        raise EvaluationError(f"unknown scorer {scorer!r} (webarena or verified)")
-    session = load_session(path)
+    session = session or load_session(path)
     config: Mapping[str, Any] | None = None
     task_id = session.task.get("task_id")
-    if configs and task_id is not None:
+    if configs and isinstance(task_id, int | str) and str(task_id).lstrip("-").isdigit():
         config = configs.get(int(task_id))
     try:
-        return evaluate_session(session, config).to_dict()
+        return evaluate_session(session, config, trust_configs=trust_configs).to_dict()
     except CDPIntegrationError:
         raise
     except Exception as exc:  # the evaluator itself failed on this episode

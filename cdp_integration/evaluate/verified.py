@@ -513,4 +513,5 @@ def verified_score_file(path: Path, configs: Mapping[int, dict[str, Any]] | None
         "error": (result.error or "WebArena-Verified evaluation error") if errored else None,
         "error_type": "EvaluationError" if errored else None,
         "duration_ms": (time.perf_counter() - started) * 1000,
+        "partial": not session.complete,
     }

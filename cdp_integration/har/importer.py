@@ -21,6 +21,7 @@ from urllib.parse import parse_qsl, urlsplit
 import orjson
 
 from cdp_integration.errors import SessionFormatError
+from cdp_integration.session.limits import SessionLimits, check_depth, count_values, open_regular_file
 
 __all__ = ["HAR_VERSIONS", "MAX_HAR_BYTES", "HarEntry", "inflate_bounded", "load_har"]
 
@@ -95,16 +96,19 @@ def _read(source: str | os.PathLike[str] | bytes, max_bytes: int) -> tuple[bytes
         return raw, name
     path = Path(source)
     name = str(path)
+    fd = open_regular_file(path, name, "HAR file")
     try:
-        if path.stat().st_size > max_bytes:
+        if os.fstat(fd).st_size > max_bytes:
             raise SessionFormatError(f"{name}: file is larger than {max_bytes} bytes")
-        return path.read_bytes(), name
-    except IsADirectoryError:
-        raise SessionFormatError(f"{name}: is a directory, not a HAR file") from None
+        with os.fdopen(os.dup(fd), "rb") as file:
+            raw = file.read(max_bytes + 1)
+        if len(raw) > max_bytes:
+            raise SessionFormatError(f"{name}: file is larger than {max_bytes} bytes")
+        return raw, name
     except OSError as exc:
         raise SessionFormatError(f"{name}: cannot read ({exc.strerror or exc})") from None
-    except ValueError as exc:  # a path with a NUL byte
-        raise SessionFormatError(f"{name!r}: not a usable path ({exc})") from None
+    finally:
+        os.close(fd)
 
 
 class _Reader:
@@ -195,12 +199,19 @@ def _entry(reader: _Reader, raw: Any, where: str) -> HarEntry:
     )
 
 
-def load_har(source: str | os.PathLike[str] | bytes, *, max_bytes: int = MAX_HAR_BYTES) -> list[HarEntry]:
-    """The entries of the HAR at ``source`` (a path, or the document's bytes; plain or gzip).
+def load_har(
+    source: str | os.PathLike[str] | bytes,
+    *,
+    max_bytes: int = MAX_HAR_BYTES,
+    limits: SessionLimits | None = None,
+) -> list[HarEntry]:
+    """The entries of the HAR at ``source`` (a path to a regular file, or the document's bytes; plain or gzip).
 
     Raises ``SessionFormatError`` (one line, naming the place) for anything that is not a readable
-    HAR 1.1/1.2 of at most ``max_bytes`` bytes, compressed and decompressed.
+    HAR 1.1/1.2 of at most ``max_bytes`` bytes, compressed and decompressed, within ``limits``
+    (JSON values and nesting; default ``SessionLimits.from_env()``).
     """
+    limits = limits or SessionLimits.from_env()
     raw, name = _read(source, max_bytes)
     if raw[:2] == _GZIP_MAGIC:
         raw = inflate_bounded(raw, max_bytes, name)
@@ -208,10 +219,15 @@ def load_har(source: str | os.PathLike[str] | bytes, *, max_bytes: int = MAX_HAR
         raw = raw[len(_UTF8_BOM) :]
     if not raw.strip():
         raise SessionFormatError(f"{name}: empty, not a HAR document")
+    if count_values(raw) > limits.max_values:
+        raise SessionFormatError(
+            f"{name}: more than {limits.max_values} JSON values (limit CDP_SESSION_MAX_VALUES)"
+        )
     try:
         document = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise SessionFormatError(f"{name}: not JSON ({exc})") from None
+    check_depth(document, limits.max_depth, name)
     reader = _Reader(name)
     log = reader.obj(reader.obj(document, "document").get("log"), "log")
     version = log.get("version")

@@ -3,7 +3,8 @@
 Secrets (``RedactionPolicy``): cookie values; ``Authorization`` / ``Proxy-Authorization`` credentials,
 ``Cookie`` / ``Set-Cookie`` values and other secret headers (``X-*-Token``); values of password inputs
 (and inputs named like secrets) in captured HTML and DOM snapshots; values under password-like keys in
-post data, JSON bodies and web storage; token-like query parameters and URL passwords in any string;
+post data, JSON bodies and web storage, and under the name of any ``type=password`` input seen in the
+session's pages (post data only); token-like query parameters and URL passwords in any string;
 and a token an HTTP call received in exchange for credentials (an evaluator's REST login).
 
 Two passes, so that nothing survives: the first replaces each secret where it was found and remembers
@@ -57,6 +58,8 @@ DEFAULT_SECRET_KEYS = (
     "password",
     "passwd",
     "pwd",
+    "pass",
+    "pw",
     "passphrase",
     "secret",
     "token",
@@ -137,7 +140,7 @@ _MULTIPART_FIELD = re.compile(
     re.IGNORECASE | re.DOTALL,
 )
 _TOKEN_ENDPOINT = re.compile(r"(?i)(?<![a-z])(?:token|oauth2?|login|signin|session|auth)(?![a-z])")
-_PASSWORD_WORDS = frozenset({"password", "passwd", "pwd", "passphrase", "pin"})
+_PASSWORD_WORDS = frozenset({"password", "passwd", "pwd", "pass", "pw", "passphrase", "pin"})
 _SECRET_AUTOCOMPLETE = ("password", "one-time-code")
 _NON_TEXT_INPUTS = frozenset({"checkbox", "radio", "submit", "button", "image", "reset", "file"})
 
@@ -222,6 +225,9 @@ class Redactor:
         """secret and its escaped forms -> placeholder, for the secrets searched for everywhere."""
         self._pattern: re.Pattern[str] | None = None
         self._bytes_pattern: re.Pattern[bytes] | None = None
+        self._password_fields: set[str] = set()
+        """Names of ``type=password`` inputs seen in the session's pages: whatever they are called
+        (``p``, ``login[secret]``), a post-data field of that name holds a password."""
 
     @property
     def secret_count(self) -> int:
@@ -237,6 +243,8 @@ class Redactor:
         steps = [step.model_dump(mode="json", by_alias=True) for step in session.steps]
         end = session.end.model_dump(mode="json", by_alias=True) if session.end else None
         header = self._scan_all(header)
+        for record in [*steps, *([end] if end is not None else [])]:
+            self._learn_password_fields(record)
         steps = [self._find_in_step(record) for record in steps]
         end = self._find_in_end(end) if end is not None else None
         return Session(
@@ -295,6 +303,7 @@ class Redactor:
 
     def _find_in_step(self, record: dict[str, Json]) -> dict[str, Json]:
         """Secrets in their known places (changed in ``record``), then token parameters anywhere."""
+        self._learn_password_fields(record)
         for cookie in record.get("cookies") or ():
             if cookie.get("value"):
                 cookie["value"] = self._secret(cookie["value"], "cookie")
@@ -313,6 +322,34 @@ class Redactor:
         if record.get("probe"):
             self._evaluation(record["probe"])
         return self._scan_all(record)
+
+    def _learn_password_fields(self, record: dict[str, Json]) -> None:
+        """Remember the names of password inputs in ``record``'s pages (HTML and DOM snapshots)."""
+        tabs = list(record.get("tabs") or ())
+        for name in ("evaluation", "probe"):
+            evaluation = record.get(name)
+            if isinstance(evaluation, dict):
+                tabs += list(evaluation.get("pages") or ())
+        for tab in tabs:
+            if not isinstance(tab, dict):
+                continue
+            markup = tab.get("html")
+            if isinstance(markup, str) and "<input" in markup.lower():
+                for match in _INPUT_TAG.finditer(markup):
+                    found = {m[1].lower(): m[2] for m in _TAG_ATTR.finditer(match[0], len("<input"))}
+                    attributes = {key: html.unescape(_unquoted(value or "")) for key, value in found.items()}
+                    if attributes.get("type", "").strip().lower() == "password" and attributes.get("name"):
+                        self._password_fields.add(attributes["name"])
+            snapshot = tab.get("dom_snapshot")
+            if isinstance(snapshot, dict):
+                self._password_fields.update(_snapshot_password_names(snapshot))
+
+    def _field_kind(self, name: str) -> str:
+        return "password" if name in self._password_fields else _key_kind(name)
+
+    def _is_secret_field(self, name: str) -> bool:
+        """Whether a post-data field (form, multipart, JSON key) named ``name`` holds a secret."""
+        return name in self._password_fields or self.policy.is_secret_key(name)
 
     def _tab(self, tab: dict[str, Json]) -> None:
         tab["url"] = self._scan_url(tab["url"])
@@ -451,10 +488,10 @@ class Redactor:
             found = []
 
             def field(match: re.Match[str]) -> str:
-                if not self.policy.is_secret_key(match["name"]) or not match["value"]:
+                if not self._is_secret_field(match["name"]) or not match["value"]:
                     return match[0]
                 found.append(True)
-                return match["head"] + self._secret(match["value"], _key_kind(match["name"]))
+                return match["head"] + self._secret(match["value"], self._field_kind(match["name"]))
 
             return _MULTIPART_FIELD.sub(field, text), bool(found)
         if "x-www-form-urlencoded" in content_type or _FORM_BODY.fullmatch(stripped):
@@ -462,9 +499,9 @@ class Redactor:
             pairs = []
             for pair in text.split("&"):
                 name, equals, raw = pair.partition("=")
-                if equals and raw and self.policy.is_secret_key(unquote_plus(name)):
+                if equals and raw and self._is_secret_field(unquote_plus(name)):
                     found.append(True)
-                    pair = f"{name}={self._secret(unquote_plus(raw), _key_kind(unquote_plus(name)))}"
+                    pair = f"{name}={self._secret(unquote_plus(raw), self._field_kind(unquote_plus(name)))}"
                 pairs.append(pair)
             return "&".join(pairs), bool(found)
         return text, False
@@ -473,9 +510,9 @@ class Redactor:
         if isinstance(value, dict):
             out = {}
             for key, item in value.items():
-                if self.policy.is_secret_key(key) and _has_leaf(item):
+                if self._is_secret_field(key) and _has_leaf(item):
                     found.append(True)
-                    out[key] = self._json_leaves(item, _key_kind(key))
+                    out[key] = self._json_leaves(item, self._field_kind(key))
                 else:
                     out[key] = self._json(item, found)
             return out
@@ -694,6 +731,37 @@ class Redactor:
                     out[convert(key)] = self._map_strings(item, convert, base64_convert)
             return out
         return value
+
+
+def _snapshot_password_names(snapshot: dict[str, Json]) -> set[str]:
+    """Names of ``type=password`` inputs in a ``DOMSnapshot.captureSnapshot`` result."""
+    strings = snapshot.get("strings")
+    if not isinstance(strings, list):
+        return set()
+
+    def text(index: Json) -> str:
+        if isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(strings):
+            value = strings[index]
+            return value if isinstance(value, str) else ""
+        return ""
+
+    names: set[str] = set()
+    for document in snapshot.get("documents") or ():
+        nodes = document.get("nodes") if isinstance(document, dict) else None
+        if not isinstance(nodes, dict):
+            continue
+        node_names = nodes.get("nodeName") or []
+        for node, pairs in enumerate(nodes.get("attributes") or []):
+            if (
+                node >= len(node_names)
+                or text(node_names[node]).upper() != "INPUT"
+                or not isinstance(pairs, list)
+            ):
+                continue
+            attributes = {text(pairs[i]).lower(): text(pairs[i + 1]) for i in range(0, len(pairs) - 1, 2)}
+            if attributes.get("type", "").strip().lower() == "password" and attributes.get("name"):
+                names.add(attributes["name"])
+    return names
 
 
 def _is_base64_field(record: dict[str, Json], key: str) -> bool:

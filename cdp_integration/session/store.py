@@ -30,6 +30,7 @@ import pydantic
 
 from cdp_integration._version import __version__
 from cdp_integration.errors import SessionFormatError, SessionVersionError, StepIndexError
+from cdp_integration.session.limits import SessionLimits, check_depth, count_values, open_regular_file
 from cdp_integration.session.models import (
     FORMAT_VERSION,
     Evaluation,
@@ -200,36 +201,111 @@ class SessionWriter:
             self.closed = True
 
 
-def _decompress(raw: bytes, source: str) -> tuple[bytes, bool]:
-    """Inflate a gzip (or plain JSON-lines) session; returns (data, stream_complete)."""
-    if raw[:2] != b"\x1f\x8b":
-        return raw, True
-    inflater = zlib.decompressobj(47)
-    try:  # one byte over the limit tells "more than" apart from "exactly", whatever zlib still holds
-        data = inflater.decompress(raw, MAX_SESSION_BYTES + 1)
-    except zlib.error as exc:
-        raise SessionFormatError(f"{source}: corrupt compressed data ({exc})") from None
-    if len(data) > MAX_SESSION_BYTES:
-        raise SessionFormatError(f"{source}: decompresses to more than {MAX_SESSION_BYTES} bytes")
-    return data, inflater.eof
+_READ_CHUNK = 1 << 20
 
 
-def _iter_records(data: bytes, source: str, stream_complete: bool) -> Iterator[tuple[int, dict[str, Any]]]:
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    elif not stream_complete and lines:
-        lines.pop()  # the record being written when the process stopped
+def _iter_lines(fd: int, source: str, limits: SessionLimits, complete: list[bool]) -> Iterator[bytes]:
+    """The lines of the (gzip or plain) file ``fd``, inflated incrementally and bounded.
+
+    Memory holds one line at a time. Sets ``complete[0]`` to whether the stream ended properly; a
+    last line without its newline is yielded only then (a cut-short file ends mid-record).
+    """
+    max_bytes = MAX_SESSION_BYTES
+    inflater: Any = None
+    pending = bytearray()
+    total = values = 0
+    first = True
+    eof = False
+    while not eof:
+        chunk = os.read(fd, _READ_CHUNK)
+        if first:
+            first = False
+            if not chunk:
+                raise SessionFormatError(f"{source}: file is empty")
+            if chunk[:2] == b"\x1f\x8b":
+                inflater = zlib.decompressobj(47)
+        if not chunk:
+            break
+        pieces: list[bytes] = []
+        if inflater is None:
+            pieces.append(chunk)
+        else:
+            data = chunk
+            while data:  # max_length keeps each piece small; a bomb never inflates far past the limit
+                try:
+                    piece = inflater.decompress(data, _READ_CHUNK)
+                except zlib.error as exc:
+                    raise SessionFormatError(f"{source}: corrupt compressed data ({exc})") from None
+                pieces.append(piece)
+                total += len(piece)
+                if total > max_bytes:
+                    raise SessionFormatError(f"{source}: decompresses to more than {max_bytes} bytes")
+                if inflater.eof:
+                    eof = True
+                    break
+                data = inflater.unconsumed_tail
+                if not piece:
+                    break
+        for piece in pieces:
+            if inflater is None:
+                total += len(piece)
+                if total > max_bytes:
+                    raise SessionFormatError(f"{source}: file is larger than {max_bytes} bytes")
+            values += count_values(piece)  # counted before any of it is parsed: a bomb stops here
+            if values > limits.max_values:
+                raise SessionFormatError(
+                    f"{source}: more than {limits.max_values} JSON values (limit CDP_SESSION_MAX_VALUES)"
+                )
+            pending += piece
+            cut = pending.rfind(b"\n")
+            if cut < 0:
+                if len(pending) > limits.max_record_bytes:
+                    raise SessionFormatError(
+                        f"{source}: a record is longer than {limits.max_record_bytes} bytes "
+                        "(limit CDP_SESSION_MAX_RECORD_BYTES)"
+                    )
+                continue
+            lines = bytes(pending[:cut]).split(b"\n")
+            del pending[: cut + 1]
+            yield from lines
+    if inflater is not None and not eof:
+        # Whatever zlib still holds counts towards the limit: "more than" is not a cut-short file.
+        try:
+            rest = inflater.flush()
+        except zlib.error:
+            rest = b""
+        if total + len(rest) > max_bytes:
+            raise SessionFormatError(f"{source}: decompresses to more than {max_bytes} bytes")
+    complete[0] = inflater is None or eof
+    if pending and complete[0]:
+        yield bytes(pending)
+
+
+def _iter_records(
+    lines: Iterator[bytes], source: str, limits: SessionLimits, complete: list[bool]
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Parsed records, each bounded in values and depth before or right after parsing."""
+    failed: SessionFormatError | None = None
+    number = 0
     for number, line in enumerate(lines, 1):
+        if failed is not None:
+            raise failed
+        if number > limits.max_records:
+            raise SessionFormatError(
+                f"{source}: more than {limits.max_records} records (limit CDP_SESSION_MAX_RECORDS)"
+            )
         try:
             record = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
-            if number == len(lines) and not stream_complete:
-                return
-            raise SessionFormatError(f"{source}: line {number} is not JSON ({exc})") from None
+            failed = SessionFormatError(f"{source}: line {number} is not JSON ({exc})")
+            continue  # a cut-short file may end in a damaged record: decided once the stream ends
+        if line.count(b"[") + line.count(b"{") > limits.max_depth:
+            check_depth(record, limits.max_depth, f"{source}: line {number}")
         if not isinstance(record, dict) or "type" not in record:
             raise SessionFormatError(f"{source}: line {number} is not a session record")
         yield number, record
+    if failed is not None and complete[0]:
+        raise failed
 
 
 def _resolve(value: Any, blobs: dict[str, Any], source: str) -> Any:
@@ -294,34 +370,59 @@ def _parse(kind: Callable[..., Any], record: dict[str, Any], source: str, number
         raise SessionFormatError(f"{source}: line {number}: invalid record: {exc}") from None
 
 
-def load_session(path: str | os.PathLike[str]) -> Session:
-    """Read a session file (finished or ``*.partial``); raise ``SessionFormatError`` if it is not one."""
+def load_session(path: str | os.PathLike[str], *, limits: SessionLimits | None = None) -> Session:
+    """Read a session file (finished or ``*.partial``); raise ``SessionFormatError`` if it is not one.
+
+    The file is untrusted: only a regular file is opened (never a FIFO or device), and ``limits``
+    (default: ``SessionLimits.from_env()``) bound records, steps, JSON values and nesting before
+    they are materialized; ``MAX_SESSION_BYTES`` bounds the file and its decompressed content.
+    """
     path = Path(path)
     source = str(path)
+    limits = limits or SessionLimits.from_env()
+    fd = open_regular_file(path, source)
     try:
-        size = path.stat().st_size
+        size = os.fstat(fd).st_size
         if size > MAX_SESSION_BYTES:
             raise SessionFormatError(f"{source}: file is larger than {MAX_SESSION_BYTES} bytes")
-        raw = path.read_bytes()
-    except IsADirectoryError:
-        raise SessionFormatError(f"{source}: is a directory, not a session file") from None
-    except OSError as exc:
-        raise SessionFormatError(f"{source}: cannot read ({exc.strerror or exc})") from None
-    if not raw:
-        raise SessionFormatError(f"{source}: file is empty")
-    data, stream_complete = _decompress(raw, source)
+        if size == 0:
+            raise SessionFormatError(f"{source}: file is empty")
+        complete = [False]
+        try:
+            return _read_records(
+                _iter_records(_iter_lines(fd, source, limits, complete), source, limits, complete),
+                path,
+                source,
+                limits,
+                complete,
+            )
+        except OSError as exc:
+            raise SessionFormatError(f"{source}: cannot read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+
+
+def _read_records(
+    records: Iterator[tuple[int, dict[str, Any]]],
+    path: Path,
+    source: str,
+    limits: SessionLimits,
+    complete: list[bool],
+) -> Session:
     header: SessionHeader | None = None
     blobs: dict[str, Any] = {}
     steps: list[Step] = []
     end: SessionEnd | None = None
-    for number, record in _iter_records(data, source, stream_complete):
+    for number, record in records:
         kind = record.pop("type")
         if header is None:
             if kind != "header":
                 raise SessionFormatError(f"{source}: not a session file (first record is {kind!r})")
             version = record.get("format_version")
-            if not isinstance(version, int):
-                raise SessionFormatError(f"{source}: header has no integer format_version")
+            if type(version) is not int or version < 1:
+                raise SessionFormatError(
+                    f"{source}: header has no valid format_version ({str(version)[:20]!r}; expected 1..{FORMAT_VERSION})"
+                )
             if version > FORMAT_VERSION:
                 raise SessionVersionError(
                     f"{source}: written by session format {version}; this release reads up to "
@@ -333,6 +434,10 @@ def load_session(path: str | os.PathLike[str]) -> Session:
                 raise SessionFormatError(f"{source}: line {number}: malformed blob record")
             blobs[record["id"]] = record["data"]
         elif kind == "step":
+            if len(steps) >= limits.max_steps:
+                raise SessionFormatError(
+                    f"{source}: more than {limits.max_steps} steps (limit CDP_SESSION_MAX_STEPS)"
+                )
             _map_large_values(record, lambda value, _always: _resolve(value, blobs, source))
             steps.append(_parse(Step, record, source, number))
         elif kind == "end":
@@ -340,6 +445,7 @@ def load_session(path: str | os.PathLike[str]) -> Session:
             end = _parse(SessionEnd, record, source, number)
         else:
             raise SessionFormatError(f"{source}: line {number}: unknown record type {kind!r}")
+    stream_complete = complete[0]
     if header is None:
         if not stream_complete:
             raise SessionFormatError(f"{source}: truncated before its first complete record")

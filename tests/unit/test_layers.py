@@ -18,7 +18,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "cdp_integration"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "_version", "_lazy", "environment", "interception", "webarena", "evaluate.configs"),
+    ("errors", "_version", "_lazy", "environment", "interception", "webarena"),
     ("session",),
     ("har",),
     ("replay",),
@@ -29,9 +29,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 """Bottom first. A name is a module or subpackage under ``cdp_integration`` (``""``: the root
 package, a facade over every layer). The ``*.command(s)`` modules are the command layer, wherever
-they live. ``evaluate.configs`` (WebArena config handling: placeholders, site globals, the
-evaluator's config file) is bottom-layer wherever it lives, because capture's end probe needs it too;
-``evaluate/__init__`` imports nothing eagerly, so importing it loads no other evaluate module.
+they live. ``webarena`` (placeholders, site globals, the evaluator's config file and
+settings) is bottom-layer because capture's end probe needs it too.
 ``demo`` is in no layer: the library never imports it."""
 
 COMMAND_LAYER = LAYERS[-1]

@@ -405,6 +405,7 @@ def test_verified_score_file_row(tmp_path: Path) -> None:
         "error": None,
         "error_type": None,
         "duration_ms": row["duration_ms"],
+        "partial": False,
     }
     assert row["duration_ms"] > 0
     json.dumps(row)
