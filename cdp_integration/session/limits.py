@@ -80,7 +80,12 @@ def check_depth(value: Any, limit: int, where: str) -> None:
             raise SessionFormatError(
                 f"{where}: nested deeper than {limit} levels (limit CDP_SESSION_MAX_DEPTH)"
             )
-        children = item.values() if type(item) is dict else item
+        if type(item) is dict:
+            children: Any = item.values()
+        elif type(item) is list:
+            children = item
+        else:
+            continue
         for child in children:
             if type(child) is dict or type(child) is list:
                 stack.append((child, depth + 1))

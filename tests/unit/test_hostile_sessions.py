@@ -27,6 +27,7 @@ from click.testing import CliRunner
 from cdp_integration.cli import cli
 from cdp_integration.demo.tasks import load_demo_tasks
 from cdp_integration.errors import SessionFormatError, UntrustedConfigError
+from cdp_integration.har.importer import load_har
 from cdp_integration.session.limits import SessionLimits
 from cdp_integration.session.models import FORMAT_VERSION, SessionEnd, Step, TabState
 from cdp_integration.session.redact import Redactor
@@ -344,6 +345,8 @@ def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     with pytest.raises(SessionFormatError, match="not a regular file"):
         load_session(fifo)
+    with pytest.raises(SessionFormatError, match="not a regular file"):
+        load_har(fifo)
     code, stderr, _ = run_limited(tmp_path, "info", str(fifo))
     assert_one_line_error(code, stderr, contains="not a regular file")
     code, _, stderr = run_cli("eval", str(tmp_path), "-o", str(tmp_path / "out"), "--no-progress")
@@ -390,6 +393,15 @@ def test_a_million_tiny_steps_are_refused_at_the_step_limit(tmp_path: Path) -> N
     assert_one_line_error(code, stderr, contains="more than 20000 steps")
     code, stderr, _ = run_limited(tmp_path, "info", str(fewer), env={"CDP_SESSION_MAX_STEPS": "30000"})
     assert code == 0, stderr  # the limit is the user's to raise
+
+
+def test_har_import_is_bounded_in_values_and_depth() -> None:
+    bomb = b'{"log": {"version": "1.2", "entries": [' + b"{}," * 100 + b"{}]}}"
+    with pytest.raises(SessionFormatError, match="more than 50 JSON values"):
+        load_har(bomb, limits=SessionLimits(max_values=50))
+    deep = b'{"log": {"version": "1.2", "entries": [], "x": ' + b"[" * 200 + b"]" * 200 + b"}}"
+    with pytest.raises(SessionFormatError, match="nested deeper than 128"):
+        load_har(deep)
 
 
 def test_limits_are_raisable_through_the_api_and_the_environment(tmp_path: Path) -> None:
