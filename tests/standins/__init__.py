@@ -30,7 +30,14 @@ class StandIns:
 
     def start(self) -> StandIns:
         try:
-            apps: list[SiteApp] = [Shopping(), ShoppingAdmin(), Reddit(), GitLab(), OpenStreetMap(), Homepage()]
+            apps: list[SiteApp] = [
+                Shopping(),
+                ShoppingAdmin(),
+                Reddit(),
+                GitLab(),
+                OpenStreetMap(),
+                Homepage(),
+            ]
             for app in apps:
                 self.sites[app.name] = RunningSite(app)
             self.kiwix = KiwixServe()
@@ -72,5 +79,7 @@ class StandIns:
     def __enter__(self) -> StandIns:
         return self.start()
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()

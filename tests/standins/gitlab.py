@@ -60,7 +60,10 @@ class GitLab(SiteApp):
                 "a11yproject/a11yproject.com",
                 "The A11Y Project is a community-driven effort to make digital accessibility easier.",
                 {"byteblaze": "Developer"},
-                {719: Issue(719, "Update homepage content", "closed"), 1517: Issue(1517, "Feature request: dark mode", "closed")},
+                {
+                    719: Issue(719, "Update homepage content", "closed"),
+                    1517: Issue(1517, "Feature request: dark mode", "closed"),
+                },
             ),
             Project(
                 "byteblaze/empathy-prompts",
@@ -73,7 +76,11 @@ class GitLab(SiteApp):
                 },
             ),
             Project("byteblaze/dotfiles", "Computer setup", dict(owner)),
-            Project("byteblaze/a11y-webring.club", "A webring for digital accessibility practitioners.", dict(owner)),
+            Project(
+                "byteblaze/a11y-webring.club",
+                "A webring for digital accessibility practitioners.",
+                dict(owner),
+            ),
             Project("byteblaze/solarized-prism-theme", "A Solarized theme for Prism.js", dict(owner)),
             Project("root/metaseq", "Repo for external large-scale work", {"byteblaze": "Developer"}),
         ):
@@ -100,10 +107,14 @@ class GitLab(SiteApp):
         return redirect("/users/sign_in")
 
     def _project_list(self) -> str:
-        return "<ul class='projects'>" + "".join(
-            f'<li><a href="/{p.path}">{esc(p.path)}</a> <span class="description">{esc(p.description)}</span></li>'
-            for p in self.projects.values()
-        ) + "</ul>"
+        return (
+            "<ul class='projects'>"
+            + "".join(
+                f'<li><a href="/{p.path}">{esc(p.path)}</a> <span class="description">{esc(p.description)}</span></li>'
+                for p in self.projects.values()
+            )
+            + "</ul>"
+        )
 
     def dashboard(self, r: Request, m: re.Match[str]) -> Response:
         if not r.user:
@@ -132,7 +143,9 @@ class GitLab(SiteApp):
         project = self._project(m)
         if project is None:
             return not_found("The project you were looking for could not be found.")
-        files = "".join(f'<li><a href="/{project.path}/-/raw/main/{esc(f)}">{esc(f)}</a></li>' for f in project.files)
+        files = "".join(
+            f'<li><a href="/{project.path}/-/raw/main/{esc(f)}">{esc(f)}</a></li>' for f in project.files
+        )
         return self._page(
             r,
             project.path,
@@ -148,7 +161,10 @@ class GitLab(SiteApp):
         state = r.query.get("state", "opened")
         chosen = [i for i in project.issues.values() if state == "all" or i.state == state]
         chosen.sort(key=lambda i: i.iid, reverse=r.query.get("sort") != "created_asc")
-        rows = "".join(f'<li class="issue"><a href="/{project.path}/-/issues/{i.iid}">{esc(i.title)}</a></li>' for i in chosen)
+        rows = "".join(
+            f'<li class="issue"><a href="/{project.path}/-/issues/{i.iid}">{esc(i.title)}</a></li>'
+            for i in chosen
+        )
         base = f"/{project.path}/-/issues/"
         return self._page(
             r,
@@ -189,7 +205,9 @@ class GitLab(SiteApp):
         if project is None or not r.user or not r.field("issue[title]"):
             return redirect("/users/sign_in") if not r.user else not_found()
         iid = max(project.issues, default=0) + 1
-        project.issues[iid] = Issue(iid, r.field("issue[title]"), author=r.user, description=r.field("issue[description]"))
+        project.issues[iid] = Issue(
+            iid, r.field("issue[title]"), author=r.user, description=r.field("issue[description]")
+        )
         return redirect(f"/{project.path}/-/issues/{iid}")
 
     def members(self, r: Request, m: re.Match[str]) -> Response:
@@ -246,5 +264,7 @@ class GitLab(SiteApp):
         if not re.fullmatch(r"[\w.-]+", name) or path in self.projects:
             return redirect("/projects/new")
         readme = r.form.get("project[readme]", [""])[0]
-        self.projects[path] = Project(path, members={r.user: "Owner"}, files={"README.md": readme} if readme else {})
+        self.projects[path] = Project(
+            path, members={r.user: "Owner"}, files={"README.md": readme} if readme else {}
+        )
         return redirect(f"/{path}")

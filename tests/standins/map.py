@@ -16,7 +16,11 @@ PLACES = {
     "way/40501001": "Golden Gate Bridge, San Francisco, California, United States",
     "way/9001": "Acadia National Park, Hancock County, Maine, United States",
 }
-ENGINES = (("fossgis_osrm_bike", "Bicycle (OSRM)"), ("fossgis_osrm_car", "Car (OSRM)"), ("fossgis_osrm_foot", "Foot (OSRM)"))
+ENGINES = (
+    ("fossgis_osrm_bike", "Bicycle (OSRM)"),
+    ("fossgis_osrm_car", "Car (OSRM)"),
+    ("fossgis_osrm_foot", "Foot (OSRM)"),
+)
 ROUTES = {
     ("boston", "acadia national park", "fossgis_osrm_car"): ("457km", "4h 49min"),
     ("bangor", "acadia national park", "fossgis_osrm_car"): ("74km", "1h 23min"),
@@ -48,7 +52,10 @@ class OpenStreetMap(SiteApp):
         words = r.query.get("query", "").lower().split()
         hits = [(k, v) for k, v in PLACES.items() if words and all(w in v.lower() for w in words[:2])]
         items = "".join(f'<li><a class="search-result" href="/{k}">{esc(v)}</a></li>' for k, v in hits)
-        return self._page("Search", f"<h2>Search Results</h2><ul class='results'>{items or '<li>No results found</li>'}</ul>")
+        return self._page(
+            "Search",
+            f"<h2>Search Results</h2><ul class='results'>{items or '<li>No results found</li>'}</ul>",
+        )
 
     def place(self, r: Request, m: re.Match[str]) -> Response:
         name = PLACES.get(m[1])
@@ -69,10 +76,17 @@ class OpenStreetMap(SiteApp):
             f'<input name="route_to" aria-label="To" value="{esc(target)}"><button type="submit">Go</button></form>'
         )
         found = next(
-            (v for (a, b, e), v in ROUTES.items() if e == engine and a in origin.lower() and b in target.lower()), None
+            (
+                v
+                for (a, b, e), v in ROUTES.items()
+                if e == engine and a in origin.lower() and b in target.lower()
+            ),
+            None,
         )
         summary = (
-            f'<p id="routing_summary">{esc(target)}: Distance: {found[0]}. Time: {found[1]}.</p>' if found else ""
+            f'<p id="routing_summary">{esc(target)}: Distance: {found[0]}. Time: {found[1]}.</p>'
+            if found
+            else ""
         )
         return self._page("Directions", summary, extra=form)
 
@@ -102,7 +116,13 @@ class Homepage(SiteApp):
                 "object": "chat.completion",
                 "created": 1_700_000_000,
                 "model": str(body.get("model", "judge")),
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": verdict}, "finish_reason": "stop"}],
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": verdict},
+                        "finish_reason": "stop",
+                    }
+                ],
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
             }
         )

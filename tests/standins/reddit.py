@@ -78,18 +78,53 @@ class Reddit(SiteApp):
         self.comments: dict[int, Comment] = {}
         self.votes: dict[int, int] = {}
         self.next_post, self.next_comment = 134200, 1200000
-        for name in ("books", "gadgets", "singularity", "Showerthoughts", "consoles", "gaming", "aww", "history"):
+        for name in (
+            "books",
+            "gadgets",
+            "singularity",
+            "Showerthoughts",
+            "consoles",
+            "gaming",
+            "aww",
+            "history",
+        ):
             self.forums[name] = Forum(name, title=name)
         for post in (
-            Post(59396, "books", "Apple Books has a free audiobook of A Christmas Carol", "ReadingRainbow", score=2101),
-            Post(81371, "books", "Friendly reminder that bookshop.org exists", "indiebookworm",
-                 "bookshop.org supports local independent book stores with every purchase.", score=1830),
+            Post(
+                59396,
+                "books",
+                "Apple Books has a free audiobook of A Christmas Carol",
+                "ReadingRainbow",
+                score=2101,
+            ),
+            Post(
+                81371,
+                "books",
+                "Friendly reminder that bookshop.org exists",
+                "indiebookworm",
+                "bookshop.org supports local independent book stores with every purchase.",
+                score=1830,
+            ),
             Post(124260, "books", "Adults reading to each other out loud?", "quietshelf", score=12),
-            Post(19459, "gadgets", "A custom gaming PC built inside a vintage 1940s Motorola radio", "retrobuild", score=7421),
+            Post(
+                19459,
+                "gadgets",
+                "A custom gaming PC built inside a vintage 1940s Motorola radio",
+                "retrobuild",
+                score=7421,
+            ),
             Post(19990, "gadgets", "My new mechanical keyboard", "clacky", score=310),
             Post(69404, "singularity", "This is how ChatGPT sees itself", "promptsmith", score=842),
-            Post(131800, "Showerthoughts", "Socks are just shoe liners for your feet", "Oxfordcommas", score=55),
-            Post(131700, "Showerthoughts", "Every mirror is a window to a room you cannot enter", "deepthinker", score=90),
+            Post(
+                131800, "Showerthoughts", "Socks are just shoe liners for your feet", "Oxfordcommas", score=55
+            ),
+            Post(
+                131700,
+                "Showerthoughts",
+                "Every mirror is a window to a room you cannot enter",
+                "deepthinker",
+                score=90,
+            ),
         ):
             self.posts[post.id] = post
             self.forums[post.forum].posts.append(post.id)
@@ -123,7 +158,11 @@ class Reddit(SiteApp):
     # -- handlers -----------------------------------------------------------------------
     def front(self, r: Request, m: re.Match[str]) -> Response:
         forums = "".join(f'<li><a href="/f/{f}">{f}</a></li>' for f in self.forums)
-        return self._page(r, "Postmill", f"<h1>Forums</h1><ul class='forums'>{forums}</ul><a href='/create_forum'>Create forum</a>")
+        return self._page(
+            r,
+            "Postmill",
+            f"<h1>Forums</h1><ul class='forums'>{forums}</ul><a href='/create_forum'>Create forum</a>",
+        )
 
     def login_form(self, r: Request, m: re.Match[str]) -> Response:
         return self._page(
@@ -142,7 +181,9 @@ class Reddit(SiteApp):
     def forum_page(self, r: Request, m: re.Match[str]) -> Response:
         forum = self.forums.get(m[1])
         if forum is None:
-            return self._page(r, "Not found", f"<h1>404</h1><p class='error'>The forum {esc(m[1])} does not exist.</p>", 404)
+            return self._page(
+                r, "Not found", f"<h1>404</h1><p class='error'>The forum {esc(m[1])} does not exist.</p>", 404
+            )
         posts = [self.posts[i] for i in forum.posts]
         posts.sort(key=(lambda p: -p.id) if m[2] == "new" else (lambda p: -p.score))
         items = "".join(self._post_item(p) for p in posts)
@@ -197,7 +238,13 @@ class Reddit(SiteApp):
             f'<form method="post" action="/f/{post.forum}/{post.id}/comment"><label for="reply_to_post">Comment</label>'
             '<textarea id="reply_to_post" name="comment"></textarea><button type="submit">Post comment</button></form>'
         )
-        return self._page(r, post.title, self._submission(r, post) + form + f'<section class="comments">{self._comment_tree(post, None)}</section>')
+        return self._page(
+            r,
+            post.title,
+            self._submission(r, post)
+            + form
+            + f'<section class="comments">{self._comment_tree(post, None)}</section>',
+        )
 
     def comment_page(self, r: Request, m: re.Match[str]) -> Response:
         post, comment = self._find_post(m), self.comments.get(int(m[3]))
@@ -209,7 +256,9 @@ class Reddit(SiteApp):
             'name="comment"></textarea><button type="submit">Post reply</button></form>'
         )
         tree = self._comment_tree(post, comment.parent, only=comment.id)
-        return self._page(r, post.title, f"<h1>{esc(post.title)}</h1>{form}<section class='comments'>{tree}</section>")
+        return self._page(
+            r, post.title, f"<h1>{esc(post.title)}</h1>{form}<section class='comments'>{tree}</section>"
+        )
 
     def _add_comment(self, r: Request, post: Post, parent: int | None) -> Response:
         if not r.user:
@@ -288,7 +337,9 @@ class Reddit(SiteApp):
     def create_forum_form(self, r: Request, m: re.Match[str]) -> Response:
         if not r.user:
             return redirect("/login")
-        return self._page(r, "Create forum", "<h1>Create forum</h1>" + self._forum_form("/create_forum", None))
+        return self._page(
+            r, "Create forum", "<h1>Create forum</h1>" + self._forum_form("/create_forum", None)
+        )
 
     def create_forum(self, r: Request, m: re.Match[str]) -> Response:
         name = r.field("name")

@@ -174,7 +174,9 @@ class RunningSite:
     def __init__(self, app: SiteApp) -> None:
         self.app = app
         self.server = _Server(app)
-        self.thread = threading.Thread(target=self.server.serve_forever, name=f"standin-{app.name}", daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, name=f"standin-{app.name}", daemon=True
+        )
         self.root = f"http://127.0.0.1:{self.server.server_address[1]}"
         app.base_url = self.root + app.prefix
         self.thread.start()

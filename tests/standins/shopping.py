@@ -46,9 +46,17 @@ class Order:
 PRODUCTS = {
     p.sku: p
     for p in (
-        Product(1, "B07DFJ5XKH", "Foundation For Mattress With Frame Set", 209.99, "foundation-for-mattress-with-frame-set"),
+        Product(
+            1,
+            "B07DFJ5XKH",
+            "Foundation For Mattress With Frame Set",
+            209.99,
+            "foundation-for-mattress-with-frame-set",
+        ),
         Product(2, "B072XS3F6W", "Table Lamp with USB Port", 39.99, "table-lamp-with-usb-port"),
-        Product(3, "B00J8RZL7I", "Floor Lamp, Modern Standing Light", 45.99, "floor-lamp-modern-standing-light"),
+        Product(
+            3, "B00J8RZL7I", "Floor Lamp, Modern Standing Light", 45.99, "floor-lamp-modern-standing-light"
+        ),
         Product(4, "B01M5Q0ZQ4", "Sony Computer Entertainment VR", 299.0, "sony-computer-entertainment-vr"),
         Product(5, "B08SHOE19", "Canvas Slip-On Sneaker", 19.99, "canvas-slip-on-sneaker"),
         Product(6, "B08SHOE39", "Leather Ankle Boot", 39.0, "leather-ankle-boot"),
@@ -110,7 +118,11 @@ class Shopping(SiteApp):
         }
 
     def _page(self, r: Request, title: str, body: str) -> Response:
-        account = '<a href="/customer/account/">My Account</a>' if r.user else '<a href="/customer/account/login/">Sign In</a>'
+        account = (
+            '<a href="/customer/account/">My Account</a>'
+            if r.user
+            else '<a href="/customer/account/login/">Sign In</a>'
+        )
         nav = f'<nav><a href="/">One Stop Market</a> {account} <a href="/checkout/cart/">My Cart</a></nav>'
         return page(title, nav + body, user=r.user)
 
@@ -158,7 +170,7 @@ class Shopping(SiteApp):
         if not r.user:
             return redirect("/customer/account/login/")
         rows = "".join(
-            f'<tr><td>{o.increment_id}</td><td>{o.created_at[:10]}</td><td>{esc(", ".join(PRODUCTS[s].name for s in o.items))}</td>'
+            f"<tr><td>{o.increment_id}</td><td>{o.created_at[:10]}</td><td>{esc(', '.join(PRODUCTS[s].name for s in o.items))}</td>"
             f'<td>{o.status.title()}</td><td><a class="view" href="/sales/order/view/order_id/{o.id}/">View Order #{o.id}</a></td></tr>'
             for o in sorted(self.orders.values(), key=lambda o: o.created_at, reverse=True)
         )
@@ -196,14 +208,18 @@ class Shopping(SiteApp):
         if not r.user:
             return redirect("/customer/account/login/")
         return self._page(
-            r, "Checkout", '<form method="post" action="/checkout/placeOrder"><button type="submit">Place Order</button></form>'
+            r,
+            "Checkout",
+            '<form method="post" action="/checkout/placeOrder"><button type="submit">Place Order</button></form>',
         )
 
     def place_order(self, r: Request, m: re.Match[str]) -> Response:
         if not r.user or not self.cart_items:
             return redirect("/checkout/cart/")
         order_id = max(self.orders) + 1
-        self.orders[order_id] = Order(order_id, f"2023-06-{order_id % 28 + 1:02d} 12:00:00", "pending", self.cart_items)
+        self.orders[order_id] = Order(
+            order_id, f"2023-06-{order_id % 28 + 1:02d} 12:00:00", "pending", self.cart_items
+        )
         self.cart_items = []
         return redirect("/checkout/onepage/success/")
 
@@ -243,7 +259,9 @@ class Shopping(SiteApp):
         stars = r.field("rating")
         if product is None or not r.field("nickname") or stars not in {"1", "2", "3", "4", "5"}:
             return redirect(r.headers.get("referer") or "/")
-        self.reviews.setdefault(product.sku, []).append(Review(r.field("nickname"), r.field("title"), int(stars), r.field("detail")))
+        self.reviews.setdefault(product.sku, []).append(
+            Review(r.field("nickname"), r.field("title"), int(stars), r.field("detail"))
+        )
         return redirect(f"/{product.slug}.html")
 
     # -- Magento REST -----------------------------------------------------------------------
@@ -266,11 +284,18 @@ class Shopping(SiteApp):
             return json_response({"message": "The consumer isn't authorized to access %resources."}, 401)
         field_name = r.query.get("searchCriteria[sortOrders][0][field]", "created_at")
         descending = r.query.get("searchCriteria[sortOrders][0][direction]", "ASC").upper() == "DESC"
-        orders = sorted(self.orders.values(), key=lambda o: str(getattr(o, field_name, o.created_at)), reverse=descending)
+        orders = sorted(
+            self.orders.values(), key=lambda o: str(getattr(o, field_name, o.created_at)), reverse=descending
+        )
         size = int(r.query.get("searchCriteria[pageSize]") or len(orders))
         items = [
-            {"entity_id": o.id, "increment_id": o.increment_id, "created_at": o.created_at, "status": o.status,
-             "items": [{"sku": s, "name": PRODUCTS[s].name} for s in o.items]}
+            {
+                "entity_id": o.id,
+                "increment_id": o.increment_id,
+                "created_at": o.created_at,
+                "status": o.status,
+                "items": [{"sku": s, "name": PRODUCTS[s].name} for s in o.items],
+            }
             for o in orders[:size]
         ]
         return json_response({"items": items, "total_count": len(orders)})
@@ -280,8 +305,13 @@ class Shopping(SiteApp):
             return json_response({"message": "The consumer isn't authorized to access %resources."}, 401)
         return json_response(
             [
-                {"id": i + 1, "title": v.title, "detail": v.detail, "nickname": v.nickname,
-                 "ratings": [{"rating_name": "Rating", "percent": v.stars * 20, "value": v.stars}]}
+                {
+                    "id": i + 1,
+                    "title": v.title,
+                    "detail": v.detail,
+                    "nickname": v.nickname,
+                    "ratings": [{"rating_name": "Rating", "percent": v.stars * 20, "value": v.stars}],
+                }
                 for i, v in enumerate(self.reviews.get(m[1], []))
             ]
         )
@@ -351,7 +381,9 @@ class ShoppingAdmin(SiteApp):
                 [("Quest Lumaflex™ Band", 6), ("Sprite Yoga Strap 6 foot", 5), ("Overnight Duffle", 5)], 1
             )
         )
-        return self._page(r, "Bestsellers Report", f"<h1>Bestsellers 2022</h1><table class='bestsellers'>{rows}</table>")
+        return self._page(
+            r, "Bestsellers Report", f"<h1>Bestsellers 2022</h1><table class='bestsellers'>{rows}</table>"
+        )
 
     def report(self, r: Request, m: re.Match[str]) -> Response:
         title = "Sales Report" if m[1] == "sales" else "Tax Report"
@@ -376,7 +408,10 @@ class ShoppingAdmin(SiteApp):
     def reviews(self, r: Request, m: re.Match[str]) -> Response:
         words = r.query.get("q", "").lower()
         found = [v for v in self.REVIEWS if words in " ".join(v).lower()]
-        rows = "".join(f"<tr><td>{esc(p)}</td><td>{esc(n)}</td><td class='review-text'>{esc(t)}</td></tr>" for p, n, t in found)
+        rows = "".join(
+            f"<tr><td>{esc(p)}</td><td>{esc(n)}</td><td class='review-text'>{esc(t)}</td></tr>"
+            for p, n, t in found
+        )
         return self._page(
             r,
             "Reviews",
@@ -390,15 +425,25 @@ class ShoppingAdmin(SiteApp):
             f'<tr><td class="product-name">{esc(n)}</td><td class="qty">{q}</td></tr>'
             for n, q in (("Overnight Duffle", 52), ("Sinbad Fitness Tank", 0), ("Ana Running Short", 100))
         )
-        return self._page(r, "Products", f"<table class='products'><tr><th>Name</th><th>Quantity</th></tr>{rows}</table>")
+        return self._page(
+            r, "Products", f"<table class='products'><tr><th>Name</th><th>Quantity</th></tr>{rows}</table>"
+        )
 
-    STATUSES = (("", "Any"), ("pending", "Pending"), ("holded", "On Hold"), ("fraud", "Suspected Fraud"), ("complete", "Complete"))
+    STATUSES = (
+        ("", "Any"),
+        ("pending", "Pending"),
+        ("holded", "On Hold"),
+        ("fraud", "Suspected Fraud"),
+        ("complete", "Complete"),
+    )
 
     def orders(self, r: Request, m: re.Match[str]) -> Response:
         status = r.query.get("status", "")
         label = dict(self.STATUSES).get(status, "")
         options = "".join(f'<option value="{v}">{t}</option>' for v, t in self.STATUSES)
-        current = f"<span>Active filters:</span> <span class='filter'>Status: {esc(label)}</span>" if status else ""
+        current = (
+            f"<span>Active filters:</span> <span class='filter'>Status: {esc(label)}</span>" if status else ""
+        )
         return self._page(
             r,
             "Orders",
@@ -407,10 +452,15 @@ class ShoppingAdmin(SiteApp):
         )
 
     def rules(self, r: Request, m: re.Match[str]) -> Response:
-        return self._page(r, "Cart Price Rules", f'<a href="{self.prefix}/sales_rule/promo_quote/new/">Add New Rule</a>')
+        return self._page(
+            r, "Cart Price Rules", f'<a href="{self.prefix}/sales_rule/promo_quote/new/">Add New Rule</a>'
+        )
 
     def new_rule(self, r: Request, m: re.Match[str]) -> Response:
-        groups = "".join(f"<option value='{i}'>{g}</option>" for i, g in enumerate(("NOT LOGGED IN", "General", "Wholesale", "Retailer")))
+        groups = "".join(
+            f"<option value='{i}'>{g}</option>"
+            for i, g in enumerate(("NOT LOGGED IN", "General", "Wholesale", "Retailer"))
+        )
         actions = "".join(
             f"<option value='{v}'>{t}</option>"
             for v, t in (

@@ -28,9 +28,17 @@ ARTICLES = {
         + "".join(
             f"<li>{title} ({year})</li>"
             for title, year in (
-                ("Following", 1998), ("Memento", 2000), ("Insomnia", 2002), ("Batman Begins", 2005),
-                ("The Prestige", 2006), ("The Dark Knight", 2008), ("Inception", 2010),
-                ("The Dark Knight Rises", 2012), ("Interstellar", 2014), ("Dunkirk", 2017), ("Tenet", 2020),
+                ("Following", 1998),
+                ("Memento", 2000),
+                ("Insomnia", 2002),
+                ("Batman Begins", 2005),
+                ("The Prestige", 2006),
+                ("The Dark Knight", 2008),
+                ("Inception", 2010),
+                ("The Dark Knight Rises", 2012),
+                ("Interstellar", 2014),
+                ("Dunkirk", 2017),
+                ("Tenet", 2020),
                 ("Oppenheimer", 2023),
             )
         )
@@ -56,10 +64,20 @@ def _png(size: int) -> bytes:
     raw = b"".join(b"\x00" + b"\x33\x66\x99" * size for _ in range(size))
 
     def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        return (
+            struct.pack(">I", len(data))
+            + kind
+            + data
+            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        )
 
     header = struct.pack(">IIBBBBB", size, size, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IEND", b"")
+    )
 
 
 def _html(title: str, body: str) -> str:
@@ -87,10 +105,31 @@ def build_zim(cache: Path | None = None) -> Path:
         (html_dir / "favicon.png").write_bytes(_png(48))
         partial = target.with_suffix(".partial")
         subprocess.run(
-            [zimwriterfs, "-w", "index.html", "-I", "favicon.png", "-l", "eng", "-t", "Wikipedia", "-d",
-             "WebArena stand-in articles", "-c", "Wikipedia", "-p", "cdp-integration tests", "-n", BOOK, "-j",
-             str(html_dir), str(partial)],
-            check=True, capture_output=True, timeout=120,
+            [
+                zimwriterfs,
+                "-w",
+                "index.html",
+                "-I",
+                "favicon.png",
+                "-l",
+                "eng",
+                "-t",
+                "Wikipedia",
+                "-d",
+                "WebArena stand-in articles",
+                "-c",
+                "Wikipedia",
+                "-p",
+                "cdp-integration tests",
+                "-n",
+                BOOK,
+                "-j",
+                str(html_dir),
+                str(partial),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
         )
         partial.rename(target)
     return target
@@ -114,7 +153,8 @@ class KiwixServe:
             port = _free_port()
             self.process = subprocess.Popen(
                 [kiwix, "--address", "127.0.0.1", "--port", str(port), str(zim)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
             )
             self.url = f"http://127.0.0.1:{port}"
             if self._wait_ready():
