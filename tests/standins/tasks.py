@@ -104,6 +104,15 @@ def _expand(step: Sequence[str], urls: dict[str, str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+class ActionFailed(RuntimeError):
+    """BrowserGym could not carry out a scripted action (it reports this in the observation, not by raising)."""
+
+
+_SELECTOR_VERBS = frozenset({"click", "fill", "select", "press"})
+_WAIT_MS = 30_000
+"""How long a scripted step waits for its element: BrowserGym's own action timeouts are short (0.5 s)."""
+
+
 def _play(task: CuratedTask, trajectory: str, urls: dict[str, str], sessions: Path) -> LiveEpisode:
     import gymnasium as gym
 
@@ -122,8 +131,13 @@ def _play(task: CuratedTask, trajectory: str, urls: dict[str, str], sessions: Pa
         with skip_evaluator_sleep():
             env.reset()
             for step in steps:
-                action = to_browsergym_action(_expand(step, urls), env.unwrapped.page, "")  # type: ignore[attr-defined]
-                _, reward, terminated, _, _ = env.step(action)
+                page = env.unwrapped.page  # type: ignore[attr-defined]
+                verb, *args = _expand(step, urls)
+                if verb in _SELECTOR_VERBS or (verb == "answer" and args[0].startswith(("#", "."))):
+                    page.wait_for_selector(args[0], state="visible", timeout=_WAIT_MS)
+                obs, reward, terminated, _, _ = env.step(to_browsergym_action((verb, *args), page, ""))
+                if obs.get("last_action_error"):
+                    raise ActionFailed(f"step {step!r}: {obs['last_action_error'].strip().splitlines()[0]}")
                 rewards.append(float(reward))
                 if terminated:
                     break
@@ -133,6 +147,22 @@ def _play(task: CuratedTask, trajectory: str, urls: dict[str, str], sessions: Pa
     return LiveEpisode(
         task.task_id, trajectory, tuple(rewards), str(session), round(time.perf_counter() - started, 2)
     )
+
+
+def _play_with_retries(
+    task: CuratedTask, trajectory: str, sites: Any, sessions: Path, attempts: int = 3
+) -> LiveEpisode:
+    """A scripted action that BrowserGym could not carry out (a timing fault on a loaded machine, not a
+    verdict on the task) replays the whole episode from fresh stand-in data, up to ``attempts`` times."""
+    started = time.perf_counter()
+    error = ""
+    for _ in range(attempts):
+        sites.reset()
+        try:
+            return _play(task, trajectory, sites.urls, sessions)
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+    return LiveEpisode(task.task_id, trajectory, (), "", round(time.perf_counter() - started, 2), error)
 
 
 def play_tasks(
@@ -161,15 +191,7 @@ def play_tasks(
 
         for task in tasks:
             for trajectory in trajectories:
-                sites.reset()
-                started = time.perf_counter()
-                try:
-                    episode = _play(task, trajectory, sites.urls, Path(sessions))
-                except Exception as exc:  # one broken episode must not hide the others' results
-                    seconds = round(time.perf_counter() - started, 2)
-                    episode = LiveEpisode(
-                        task.task_id, trajectory, (), "", seconds, f"{type(exc).__name__}: {exc}"
-                    )
+                episode = _play_with_retries(task, trajectory, sites, Path(sessions))
                 if verbose:
                     print(
                         f"{episode.task_id} {trajectory} {episode.rewards} {episode.seconds}s {episode.error}",
