@@ -24,6 +24,7 @@ __all__ = [
     "PLACEHOLDERS",
     "CuratedTask",
     "LiveEpisode",
+    "expand_step",
     "load_curated_tasks",
     "play_in_workers",
     "play_tasks",
@@ -95,7 +96,8 @@ def real_configs() -> dict[int, dict[str, Any]]:
     return {c["task_id"]: c for c in configs}
 
 
-def _expand(step: Sequence[str], urls: dict[str, str]) -> tuple[str, ...]:
+def expand_step(step: Sequence[str], urls: dict[str, str]) -> tuple[str, ...]:
+    """``step`` with WebArena's URL placeholders replaced by ``urls`` (``WA_*`` -> base URL)."""
     out = []
     for part in step:
         for placeholder, variable in PLACEHOLDERS.items():
@@ -132,7 +134,7 @@ def _play(task: CuratedTask, trajectory: str, urls: dict[str, str], sessions: Pa
             env.reset()
             for step in steps:
                 page = env.unwrapped.page  # type: ignore[attr-defined]
-                verb, *args = _expand(step, urls)
+                verb, *args = expand_step(step, urls)
                 if verb in _SELECTOR_VERBS or (verb == "answer" and args[0].startswith(("#", "."))):
                     page.wait_for_selector(args[0], state="visible", timeout=_WAIT_MS)
                 obs, reward, terminated, _, _ = env.step(to_browsergym_action((verb, *args), page, ""))
