@@ -152,7 +152,7 @@ def _play(task: CuratedTask, trajectory: str, urls: dict[str, str], sessions: Pa
 
 
 def _play_with_retries(
-    task: CuratedTask, trajectory: str, sites: Any, sessions: Path, attempts: int = 3
+    task: CuratedTask, trajectory: str, sites: Any, sessions: Path, attempts: int = 4
 ) -> LiveEpisode:
     """A scripted action that BrowserGym could not carry out (a timing fault on a loaded machine, not a
     verdict on the task) replays the whole episode from fresh stand-in data, up to ``attempts`` times."""
