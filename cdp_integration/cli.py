@@ -15,6 +15,7 @@ import orjson
 from cdp_integration.debug.commands import register_debug_commands
 from cdp_integration.errors import CDPIntegrationError
 from cdp_integration.evaluate.command import register_eval_command
+from cdp_integration.evaluate.verified_export import register_export_verified_command
 from cdp_integration.session.store import Session, load_session
 
 __all__ = ["cli", "main"]
@@ -181,3 +182,4 @@ def main() -> None:
 
 register_eval_command(cli)
 register_debug_commands(cli)
+register_export_verified_command(cli)
