@@ -38,7 +38,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -187,6 +187,11 @@ def _capture_paused() -> Iterator[None]:
             os.environ.pop(ENABLE_VARIABLE, None)
         else:
             os.environ[ENABLE_VARIABLE] = saved
+
+
+def _without_capture(resolve: Callable[[Any], list[str]], task: Any) -> list[str]:
+    with _capture_paused():
+        return resolve(task)
 
 
 def resolve_plan(task: DemoTask, trajectory: str, base_url: str) -> list[str]:
@@ -468,7 +473,8 @@ def run(args: argparse.Namespace, webarena: webarena_dataset.WebArenaRun | None 
             plan: list[str] = []
             reset_s = webarena.before_task(task) if webarena else None
             if webarena and args.llm_base_url is None:
-                plan = webarena.plan(task)
+                plan = planner.submit(_without_capture, webarena.plan, task).result()
+                reset_s = webarena.before_task(task)  # the rehearsal changed the sites as the run will
             elif args.llm_base_url is None:
                 plan = planner.submit(resolve_plan, task, args.trajectory, demo_url).result()
             goal: str | None = task.config["intent"]

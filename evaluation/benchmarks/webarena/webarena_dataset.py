@@ -32,27 +32,51 @@ from cdp_integration.errors import EnvironmentSetupError
 __all__ = ["TRAJECTORIES_VARIABLE", "WebArenaRun", "load_trajectories"]
 
 TRAJECTORIES_VARIABLE = "WEBARENA_TRAJECTORIES"
-"""A JSON file ``{"<task_id>": {"success": [action, ...], "failure": [...]}}`` of BrowserGym action
-strings: the scripted LLM's (and ``--mode direct``'s) plan for each task when no model is given."""
+"""A JSON list ``[{"task_id": N, "success": [step, ...], "failure": [...]}, ...]`` of scripted
+trajectories, steps as ``cdp_integration.demo.agent`` takes them (``["click", "<css selector>"]``,
+``["goto", "__REDDIT__/f/books"]``; URL placeholders allowed): the scripted LLM's (and ``--mode
+direct``'s) plan for each task when no model is given. The stand-ins' ``tests/standins/tasks.json``
+is such a file."""
+
+Steps = tuple[tuple[str, ...], ...]
+
+_URL_MODULES = ("webarena.browser_env.env_config", "webarena.evaluation_harness.helper_functions")
 
 
-def load_trajectories(path: Path) -> dict[int, dict[str, list[str]]]:
-    """The scripted plans of a trajectories file; ``EnvironmentSetupError`` when malformed."""
+def load_trajectories(path: Path) -> dict[int, dict[str, Steps]]:
+    """``{task_id: {"success": steps, "failure": steps}}``; ``EnvironmentSetupError`` when malformed."""
+    from cdp_integration.demo.agent import VERBS
+
     try:
         raw = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise EnvironmentSetupError(f"{path}: cannot read the trajectories file ({exc})") from None
-    plans: dict[int, dict[str, list[str]]] = {}
-    if not isinstance(raw, dict):
-        raise EnvironmentSetupError(f"{path}: expected an object keyed by task id")
-    for key, entry in raw.items():
-        if not (str(key).isdigit() and isinstance(entry, dict)):
-            raise EnvironmentSetupError(f"{path}: entry {key!r} is not <task_id>: {{trajectory: [actions]}}")
-        plans[int(key)] = {}
-        for name, actions in entry.items():
-            if not (isinstance(actions, list) and all(isinstance(a, str) for a in actions)):
-                raise EnvironmentSetupError(f"{path}: task {key} {name}: expected a list of action strings")
-            plans[int(key)][str(name)] = list(actions)
+    if not isinstance(raw, list):
+        raise EnvironmentSetupError(f"{path}: expected a list of {{task_id, success, failure}} objects")
+    plans: dict[int, dict[str, Steps]] = {}
+    for number, entry in enumerate(raw):
+        task_id = entry.get("task_id") if isinstance(entry, dict) else None
+        if not isinstance(task_id, int):
+            raise EnvironmentSetupError(f"{path}: entry #{number} has no integer task_id")
+        plans[task_id] = {}
+        for name in ("success", "failure"):
+            steps = entry.get(name, [])
+            if not (
+                isinstance(steps, list)
+                and all(
+                    isinstance(step, list)
+                    and step
+                    and step[0] in VERBS
+                    and all(isinstance(x, str) for x in step)
+                    for step in steps
+                )
+            ):
+                raise EnvironmentSetupError(
+                    f'{path}: task {task_id} {name}: expected steps like ["click", "<selector>"] '
+                    f"(verbs: {', '.join(sorted(VERBS))})"
+                )
+            if steps:
+                plans[task_id][name] = tuple(tuple(step) for step in steps)
     return plans
 
 
@@ -63,7 +87,7 @@ class WebArenaRun:
         self.args = args
         self.tasks: list[WebArenaTaskSpec] = []
         self.urls: dict[str, str] = {}
-        self.plans: dict[int, dict[str, list[str]]] = {}
+        self.plans: dict[int, dict[str, Steps]] = {}
         self.resets = 0
 
     def prepare(self) -> None:
@@ -94,24 +118,55 @@ class WebArenaRun:
         """Site variables (``WA_*`` for BrowserGym, plain for the evaluators) for this process and the
         browser processes OpenHands spawns; Chromium layout and punkt_tab."""
         environment.prepare(webarena_urls=self.urls)
+        for name in _URL_MODULES:  # read the variables at import: in case that was before now
+            module = sys.modules.get(name)
+            for site, url in self.urls.items():
+                if module is not None and hasattr(module, site):
+                    setattr(module, site, url)
 
     def select(self, done: set[str]) -> list[WebArenaTaskSpec]:
         return [task for task in self.tasks if task.env_id.removeprefix("browsergym/") not in done]
 
+    def _expand(self, text: str) -> str:
+        for site in sorted(self.urls, key=len, reverse=True):  # SHOPPING_ADMIN before SHOPPING
+            text = text.replace(f"__{site}__", self.urls[site])
+        return text
+
     def plan(self, task: WebArenaTaskSpec) -> list[str]:
-        """The task's scripted actions, URL placeholders (``__SHOPPING__``) replaced by the sites'."""
-        actions = self.plans.get(task.task_id, {}).get(self.args.trajectory, [])
-        placeholders = {f"__{site}__": url for site, url in self.urls.items()}
-        ordered = sorted(placeholders, key=len, reverse=True)  # __SHOPPING_ADMIN__ before __SHOPPING__
-        resolved = []
-        for action in actions:
-            for placeholder in ordered:
-                action = action.replace(placeholder, placeholders[placeholder])
-            resolved.append(action)
-        return resolved
+        """The task's scripted trajectory as BrowserGym action strings, element ids included.
+
+        Steps name elements by CSS selector; an action names them by the id BrowserGym marks on the
+        live page. So the trajectory is played once in plain BrowserGym, in the same
+        ``browsergym/webarena.<id>`` env marking elements as OpenHands' ``BrowserEnv`` does
+        (``tags_to_mark="all"``), and the actions recorded. This changes the sites' state like the run
+        itself: ``before_task`` resets again afterwards when the task needs it.
+        """
+        import browsergym.webarena  # noqa: F401  (registers browsergym/webarena.<id>)
+        import gymnasium as gym
+
+        from cdp_integration.demo.agent import to_browsergym_action
+        from cdp_integration.evaluate.official import skip_evaluator_sleep
+
+        steps = self.plans[task.task_id][self.args.trajectory]
+        actions: list[str] = []
+        env = gym.make(task.env_id, headless=True, slow_mo=0, tags_to_mark="all")
+        try:
+            with skip_evaluator_sleep():  # the live score of this rehearsal is not used
+                env.reset()
+                for step in steps:
+                    expanded = tuple(self._expand(part) for part in step)
+                    action = to_browsergym_action(expanded, env.unwrapped.page, "")  # type: ignore[attr-defined]
+                    actions.append(action)
+                    _, _, terminated, _, _ = env.step(action)
+                    if terminated:
+                        break
+        finally:
+            env.close()
+        return actions
 
     def before_task(self, task: WebArenaTaskSpec) -> float | None:
-        """Run the reset command when ``task`` needs it; the seconds it took, else None."""
+        """Run the reset command when ``task`` needs it; the seconds it took, else None. Called
+        before the task, and again after ``plan``'s rehearsal of it."""
         command = self.args.reset_cmd
         if not command or not needs_reset(task, self.args.reset_when):
             return None
