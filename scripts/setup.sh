@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up everything on a fresh machine: Debian Chromium (+ tmux), uv, a Python 3.12 venv in .venv with the
+# Set up everything on a fresh machine: Debian Chromium (+ tmux, kiwix-tools, zim-tools), uv, a Python 3.12 venv in .venv with the
 # locked dependencies, and the data third-party code expects (Playwright browser layout, NLTK punkt_tab).
 # Idempotent: a second run only checks.
 set -euo pipefail
@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 need_apt=()
 [ -x /usr/lib/chromium/chromium ] || command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
+# the WebArena stand-ins' wikipedia is the real software WebArena uses: kiwix-serve over a ZIM we build
+command -v kiwix-serve >/dev/null 2>&1 || need_apt+=(kiwix-tools)
+command -v zimwriterfs >/dev/null 2>&1 || need_apt+=(zim-tools)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]} from Debian"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
