@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -36,7 +37,7 @@ import pytest
 from tests.integration.test_openhands import MARKER, wait_for_no_marked_processes
 from tests.standins import StandIns
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(3000)]
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "evaluation" / "benchmarks" / "webarena"
@@ -200,29 +201,39 @@ def _run_infer(mode: str, root: Path, sites: StandIns, resets: ResetServer) -> R
     }
     calls_before = len(resets.calls)
     started = time.perf_counter()
-    run = subprocess.run(
-        [
-            sys.executable,
-            str(SCRIPTS / "run_infer.py"),
-            "--dataset",
-            "webarena",
-            "--mode",
-            mode,
-            "--output-dir",
-            str(output),
-            "--trajectories",
-            str(TRAJECTORIES),
-            "--reset-cmd",
-            f"{sys.executable} -c {json.dumps(RESET_SCRIPT)}",
-            "--task-ids",
-            *map(str, TASK_IDS),
-        ],
+    command = [
+        sys.executable,
+        str(SCRIPTS / "run_infer.py"),
+        "--dataset",
+        "webarena",
+        "--mode",
+        mode,
+        "--output-dir",
+        str(output),
+        "--trajectories",
+        str(TRAJECTORIES),
+        "--reset-cmd",
+        f"{sys.executable} -c {json.dumps(RESET_SCRIPT)}",
+        "--task-ids",
+        *map(str, TASK_IDS),
+    ]
+    # A session of its own: if this test is stopped, the whole run (BrowserEnv, Chromium) goes with it.
+    process = subprocess.Popen(
+        command,
         env=environ,
         cwd=root,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=900,
+        start_new_session=True,
     )
+    try:
+        stdout, stderr = process.communicate(timeout=2400)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    run = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
     seconds = time.perf_counter() - started
     print(f"\nrun_infer --dataset webarena --mode {mode}, {len(TASK_IDS)} tasks: {seconds:.1f} s")
     assert run.returncode == 0, run.stderr[-4000:]
