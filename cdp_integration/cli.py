@@ -214,6 +214,27 @@ def redact(session_path: Path, output: Path, token_params: tuple[str, ...]) -> N
     click.echo(f"wrote {output} ({count} distinct secrets replaced)")
 
 
+@cli.command("export-verified")
+@click.argument("sessions", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("-o", "--output-dir", type=click.Path(path_type=Path), required=True, help="The run directory.")
+@click.option("--trim", is_flag=True, help="Trim each HAR as `webarena-verified trim-network-logs` does.")
+@click.option("--redact", is_flag=True, help="Redact secrets first (as `cdp-session redact`).")
+def export_verified_command(sessions: tuple[Path, ...], output_dir: Path, trim: bool, redact: bool) -> None:
+    """Write SESSIONS (files or directories) as DIR/<task_id>/{agent_response.json, network.har} for
+    `webarena-verified eval-tasks --output-dir DIR [--config DIR/config.json]`."""
+    from cdp_integration.evaluate.verified_export import CONFIG_FILE, export_verified
+
+    exported = export_verified(list(sessions), output_dir, trim=trim, redact=redact)
+    for task in exported:
+        click.echo(
+            f"{task.task_id:>4}  {task.entries:>5} requests, {task.navigations:>3} navigations  <- {task.session}"
+        )
+    click.echo(
+        f"wrote {len(exported)} tasks to {output_dir}; score them with: webarena-verified eval-tasks "
+        f"--output-dir {output_dir} --config {output_dir / CONFIG_FILE}"
+    )
+
+
 def main() -> None:
     cli(prog_name="cdp-session")
 

@@ -27,6 +27,7 @@ from cdp_integration.errors import EnvironmentSetupError
 
 __all__ = [
     "CHROMIUM_ARGS",
+    "PLACEHOLDER_URL",
     "WEBARENA_SITES",
     "cache_dir",
     "chromium_executable",
@@ -50,6 +51,10 @@ CHROMIUM_ARGS: tuple[str, ...] = (
 """Flags that keep Chromium from reaching out to Google's hosts on a closed network."""
 
 _CHROMIUM_CANDIDATES = ("/usr/lib/chromium/chromium", "/usr/bin/chromium", "/usr/bin/chromium-browser")
+
+PLACEHOLDER_URL = "http://127.0.0.1:9"
+"""A site variable ``prepare()`` sets when none is given (port 9 is closed): the evaluator modules only
+need a value to import; a deployment's URLs must come from the user."""
 
 WEBARENA_SITES = ("SHOPPING", "SHOPPING_ADMIN", "REDDIT", "GITLAB", "WIKIPEDIA", "MAP", "HOMEPAGE")
 """Site names the official evaluators read from the environment (BrowserGym prefixes them ``WA_``)."""
@@ -159,7 +164,7 @@ def set_webarena_urls(urls: Mapping[str, str], *, environ: dict[str, str] | None
     """Set both the evaluator's (``SHOPPING``) and BrowserGym's (``WA_SHOPPING``) site variables."""
     target = os.environ if environ is None else environ
     for site in WEBARENA_SITES:
-        url = urls.get(site, urls.get("HOMEPAGE", "http://127.0.0.1:9"))
+        url = urls.get(site, urls.get("HOMEPAGE", PLACEHOLDER_URL))
         target[site] = url
         target[f"WA_{site}"] = url
 
@@ -175,7 +180,7 @@ def prepare(*, webarena_urls: Mapping[str, str] | None = None) -> None:
         set_webarena_urls(webarena_urls)
     else:
         for site in WEBARENA_SITES:
-            value = os.environ.get(f"WA_{site}") or os.environ.get(site) or "http://127.0.0.1:9"
+            value = os.environ.get(f"WA_{site}") or os.environ.get(site) or PLACEHOLDER_URL
             os.environ.setdefault(site, value)
             os.environ.setdefault(f"WA_{site}", value)
 

@@ -1,8 +1,11 @@
-"""Run OpenHands on the WebArena demo tasks, shaped like OpenHands' own WebArena ``run_infer``.
+"""Run OpenHands on WebArena tasks with capture, shaped like OpenHands' own WebArena ``run_infer``.
 
     WEBARENA_CDP_LOGGING=true .venv/bin/python evaluation/benchmarks/webarena/run_infer.py \\
-        --output-dir D [--mode agent|direct] [--eval-n-limit N] [--task-ids 10000 10004]
+        --output-dir D [--dataset demo|webarena] [--mode agent|direct] [--eval-n-limit N] [--task-ids ...]
     .venv/bin/python evaluation/benchmarks/webarena/eval_infer.py D
+
+``--dataset webarena`` runs WebArena's real task ids on your deployment (``webarena_dataset.py``:
+site URLs, preflight, resets); the default ``demo`` runs the bundled demo tasks as described next.
 
 Each demo task is the BrowserGym eval env ``browsergym/webarena_demo.<task_id>`` on the demo shop,
 which this script serves in-process. ``--mode agent`` (default) runs OpenHands' real agent loop:
@@ -35,7 +38,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -55,8 +58,12 @@ from cdp_integration.demo.tasks import (
     load_demo_tasks,
     run_demo_task,
 )
+from cdp_integration.errors import CDPIntegrationError
 from cdp_integration.session.store import SESSION_SUFFIX, load_session
 from openhands_patch import ENABLE_VARIABLE, INSTANCE_VARIABLE, SESSION_DIR_VARIABLE, enabled
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import webarena_dataset  # this directory's own module
 
 __all__ = ["ScriptedLLM", "main", "resolve_plan", "run"]
 
@@ -180,6 +187,11 @@ def _capture_paused() -> Iterator[None]:
             os.environ.pop(ENABLE_VARIABLE, None)
         else:
             os.environ[ENABLE_VARIABLE] = saved
+
+
+def _without_capture(resolve: Callable[[Any], list[str]], task: Any) -> list[str]:
+    with _capture_paused():
+        return resolve(task)
 
 
 def resolve_plan(task: DemoTask, trajectory: str, base_url: str) -> list[str]:
@@ -417,13 +429,15 @@ def _metadata(args: argparse.Namespace, output_dir: Path) -> dict[str, Any]:
         "eval_output_dir": str(output_dir),
         "start_time": datetime.now(UTC).isoformat(timespec="seconds"),
         "git_commit": _git_commit(),
-        "dataset": "webarena_demo",
+        "dataset": "webarena" if args.dataset == "webarena" else "webarena_demo",
         "details": {"mode": args.mode, "trajectory": args.trajectory, "capture": enabled()},
     }
 
 
-def run(args: argparse.Namespace) -> Path:
-    """Every selected task once (those already in ``output.jsonl`` skipped); returns its path."""
+def run(args: argparse.Namespace, webarena: webarena_dataset.WebArenaRun | None = None) -> Path:
+    """Every selected task once (those already in ``output.jsonl`` skipped); returns its path.
+
+    ``webarena``: run its (prepared) WebArena tasks on the user's deployment instead of the demo."""
     output_dir: Path = args.output_dir.resolve()
     sessions_dir = output_dir / "sessions"
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -431,14 +445,23 @@ def run(args: argparse.Namespace) -> Path:
     if enabled():
         os.environ[SESSION_DIR_VARIABLE] = str(sessions_dir)
     done = _done_instances(output)
-    tasks = [task for task in _selected_tasks(args) if _instance_id(task) not in done]
-    metadata = _metadata(args, output_dir)
+    tasks: Sequence[Any] = (
+        webarena.select(done)
+        if webarena
+        else [t for t in _selected_tasks(args) if _instance_id(t) not in done]
+    )
+    metadata = _metadata(args, output_dir) | (webarena.metadata() if webarena else {})
     (output_dir / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
     # Playwright's sync API leaves its event loop marked running in the thread that started it, where
     # run_controller's asyncio.run() would then refuse to start: plans are resolved in a thread of their own.
     planner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scripted-plan")
-    with _private_home() as home, DemoSite() as site, ScriptedLLM() as llm, planner:
-        configure_demo_environment(site.base_url)
+    sites = contextlib.nullcontext() if webarena else DemoSite()
+    with _private_home() as home, sites as site, ScriptedLLM() as llm, planner:
+        demo_url = "" if site is None else site.base_url
+        if webarena:
+            webarena.configure()
+        else:
+            configure_demo_environment(demo_url)
         if args.mode == "agent":
             _register_agent()
         for number, task in enumerate(tasks):
@@ -448,8 +471,12 @@ def run(args: argparse.Namespace) -> Path:
             session.unlink(missing_ok=True)
             os.environ[INSTANCE_VARIABLE] = instance_id
             plan: list[str] = []
-            if args.llm_base_url is None:
-                plan = planner.submit(resolve_plan, task, args.trajectory, site.base_url).result()
+            reset_s = webarena.before_task(task) if webarena else None
+            if webarena and args.llm_base_url is None:
+                plan = planner.submit(_without_capture, webarena.plan, task).result()
+                reset_s = webarena.before_task(task)  # the rehearsal changed the sites as the run will
+            elif args.llm_base_url is None:
+                plan = planner.submit(resolve_plan, task, args.trajectory, demo_url).result()
             goal: str | None = task.config["intent"]
             metrics: dict[str, Any] = {}
             rewards: list[float] | None
@@ -477,7 +504,7 @@ def run(args: argparse.Namespace) -> Path:
                     "rewards": rewards,
                     "session": session.relative_to(output_dir).as_posix() if session.exists() else None,
                 },
-                "metadata": metadata | {"duration_s": duration},
+                "metadata": metadata | {"duration_s": duration, "reset_s": reset_s},
             }
             with open(output, "a") as out:
                 out.write(json.dumps(line, default=str) + "\n")
@@ -494,11 +521,17 @@ def _instance_id(task: DemoTask) -> str:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="run_infer.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--output-dir", "--eval-output-dir", type=Path, required=True)
+    parser.add_argument(
+        "--dataset",
+        choices=("demo", "webarena"),
+        default="demo",
+        help="demo: the bundled demo tasks on the demo shop; webarena: WebArena's tasks on your deployment.",
+    )
     parser.add_argument("--mode", choices=("agent", "direct"), default="agent")
     parser.add_argument("--agent-cls", default=AGENT_NAME)
     parser.add_argument("--max-iterations", type=int, default=15)
     parser.add_argument("--eval-n-limit", type=int, default=0, help="At most this many tasks (0: all).")
-    parser.add_argument("--task-ids", type=int, nargs="*", default=[], help="Only these demo task ids.")
+    parser.add_argument("--task-ids", type=int, nargs="*", default=[], help="Only these task ids.")
     parser.add_argument(
         "--trajectory",
         choices=("success", "failure"),
@@ -508,9 +541,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--llm-model", default=None, help=f"litellm model name [default: {SCRIPTED_MODEL}].")
     parser.add_argument("--llm-base-url", default=None, help="A real OpenAI-compatible endpoint.")
     parser.add_argument("--llm-api-key", default=None, help="[default: $LLM_API_KEY]")
+    webarena_dataset.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.llm_base_url is not None and args.mode == "direct":
         parser.error("--mode direct plays the scripted actions; it takes no LLM")
+    webarena_dataset.check_arguments(parser, args)
     return args
 
 
@@ -521,9 +556,21 @@ def main(argv: Sequence[str] | None = None) -> None:
         # BrowserEnv would wait 200 s per start attempt before giving up.
         sys.exit(
             f"run_infer.py: error: set {ENABLE_VARIABLE}=true; the demo task ids exist in OpenHands' "
-            "browser process only through openhands_patch, which that variable switches on"
+            "browser process only through openhands_patch, which that variable switches on (and so "
+            "does capture, and the browser set-up that process needs)"
         )
-    output = run(args)
+    webarena = webarena_dataset.WebArenaRun(args) if args.dataset == "webarena" else None
+    if webarena is not None:
+        try:
+            webarena.prepare()  # before OpenHands starts: every problem is one line, exit 2
+        except CDPIntegrationError as exc:
+            print(f"run_infer.py: error: {exc}", file=sys.stderr)
+            sys.exit(2)
+    try:
+        output = run(args, webarena)
+    except CDPIntegrationError as exc:  # a failed reset: the tasks before it are in output.jsonl
+        print(f"run_infer.py: error: {exc}", file=sys.stderr)
+        sys.exit(2)
     print(f"wrote {output}")
 
 

@@ -1,0 +1,176 @@
+"""Sessions -> WebArena-Verified's own run layout, for its CLI (``webarena-verified eval-tasks``).
+
+    DIR/<task_id>/agent_response.json   the final answer in Verified's response schema (``adapt_answer``)
+    DIR/<task_id>/network.har           the agent's traffic (the live evaluator's own tabs left out)
+    DIR/<task_id>/run_config.json       the site URLs of that session (the CLI reads it per task)
+    DIR/config.json                     every session's site URLs, for ``--config``
+
+Both ``webarena-verified eval-tasks --output-dir DIR`` and ``... --config DIR/config.json`` then score
+the same files our in-process ``verified_score`` scores. The CLI evaluates only the 812 tasks of
+the package's dataset, so a session must carry one of those ids (``verified_task_id`` or
+``task_id``). Verified raises on a HAR with no entries; here a session whose HAR has no agent
+navigation at all is refused up front with one line (``EvaluationError``).
+
+``trim=True`` runs the package's own ``trim_har_file`` (what ``webarena-verified trim-network-logs``
+does: static assets dropped, auth-like headers sanitized); ``redact=True`` first applies our
+``redact_session`` (cookies, credentials, passwords, tokens).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cdp_integration.errors import EvaluationError
+from cdp_integration.evaluate.batch import discover_sessions
+from cdp_integration.evaluate.verified import (
+    _environments,
+    _official_catalog,
+    _session_task_id,
+    adapt_answer,
+)
+from cdp_integration.har.export import session_to_har
+from cdp_integration.session.store import Session, load_session
+
+__all__ = [
+    "AGENT_RESPONSE_FILE",
+    "CONFIG_FILE",
+    "HAR_FILE",
+    "RUN_CONFIG_FILE",
+    "ExportedTask",
+    "export_verified",
+]
+
+AGENT_RESPONSE_FILE = "agent_response.json"
+HAR_FILE = "network.har"
+RUN_CONFIG_FILE = "run_config.json"
+CONFIG_FILE = "config.json"
+_STALE = ("eval_result.json",)
+"""A result the CLI wrote for an earlier export of the task: no longer about these files."""
+
+
+@dataclass(frozen=True)
+class ExportedTask:
+    """One session written as one task directory."""
+
+    task_id: int
+    session: Path
+    directory: Path
+    entries: int
+    navigations: int
+
+
+def _session_paths(paths: Iterable[Path]) -> list[Path]:
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            sessions, _partial = discover_sessions(path)
+            if not sessions:
+                raise EvaluationError(f"{path}: no session files (*.session.jsonl.gz) found")
+            found.extend(sessions)
+        elif path.exists():
+            found.append(path)
+        else:
+            raise EvaluationError(f"{path}: no such file or directory")
+    return found
+
+
+def _navigations(entries: list[dict[str, Any]]) -> int:
+    """How many entries WebArena-Verified's own ``NetworkEvent`` takes for navigations."""
+    if not entries:
+        return 0
+    from webarena_verified.types.tracing import NetworkTrace
+
+    return sum(1 for event in NetworkTrace.from_content(entries).events if event.is_navigation_event)
+
+
+def _prepared(
+    path: Path, redact: bool
+) -> tuple[int, Session, dict[str, Any], dict[str, Any], dict[str, str]]:
+    """(task id, session, agent response, HAR, {placeholder: url}) for one session, or an error."""
+    session = load_session(path)
+    if redact:
+        from cdp_integration.session.redact import redact_session
+
+        session = redact_session(session)
+    task_id = _session_task_id(session)
+    task = _official_catalog().tasks.get(task_id)
+    if task is None:
+        raise EvaluationError(
+            f"{path}: task {task_id} is not one of WebArena-Verified's 812 tasks, which its CLI scores"
+        )
+    response = adapt_answer(session.final_answer, task)
+    har = session_to_har(session)
+    entries = har["log"]["entries"]
+    if _navigations(entries) == 0:
+        raise EvaluationError(
+            f"{path}: the agent made no navigation ({len(entries)} requests in its network log, none a "
+            "document navigation): WebArena-Verified cannot score it"
+        )
+    urls = {f"__{site.value.upper()}__": env.urls[0] for site, env in _environments(task, session).items()}
+    return task_id, session, response, har, urls
+
+
+def _environments_json(urls: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    environments: dict[str, dict[str, list[str]]] = {}
+    for placeholder, url in urls:
+        listed = environments.setdefault(placeholder, {"urls": []})["urls"]
+        if url not in listed:
+            listed.append(url)
+    return {"environments": environments}
+
+
+def _write_json(path: Path, value: Any) -> None:
+    path.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+
+
+def export_verified(
+    sessions: Sequence[Path], output_dir: Path, *, trim: bool = False, redact: bool = False
+) -> list[ExportedTask]:
+    """Write ``sessions`` (files, or directories searched for them) in WebArena-Verified's layout.
+
+    Every session is checked before anything is written: one ``EvaluationError`` for the first that
+    cannot be exported (not a session, no Verified task id, no agent navigation, a task id that
+    two sessions share: one directory per task).
+    """
+    prepared = [(path, *_prepared(path, redact)) for path in _session_paths(sessions)]
+    owners: dict[int, Path] = {}
+    for path, task_id, *_rest in prepared:
+        if task_id in owners:
+            raise EvaluationError(
+                f"task {task_id} is in two sessions ({owners[task_id]}, {path}); WebArena-Verified's layout "
+                "holds one run per task: export them to separate directories"
+            )
+        owners[task_id] = path
+    output_dir.mkdir(parents=True, exist_ok=True)
+    exported = []
+    all_urls: list[tuple[str, str]] = []
+    for path, task_id, _session, response, har, urls in prepared:
+        directory = output_dir / str(task_id)
+        directory.mkdir(exist_ok=True)
+        for name in _STALE:
+            (directory / name).unlink(missing_ok=True)
+        _write_json(directory / AGENT_RESPONSE_FILE, response)
+        _write_har(directory / HAR_FILE, har, trim=trim)
+        _write_json(directory / RUN_CONFIG_FILE, _environments_json(urls.items()))
+        all_urls.extend(urls.items())
+        entries = har["log"]["entries"]
+        exported.append(ExportedTask(task_id, path, directory, len(entries), _navigations(entries)))
+    _write_json(output_dir / CONFIG_FILE, _environments_json(all_urls))
+    return exported
+
+
+def _write_har(path: Path, har: dict[str, Any], *, trim: bool) -> None:
+    if not trim:
+        _write_json(path, har)
+        return
+    from webarena_verified.core.utils.trim_network_logs import trim_har_file
+
+    with tempfile.TemporaryDirectory(prefix="cdp-verified-export-") as tmp:
+        full = Path(tmp) / HAR_FILE
+        _write_json(full, har)
+        trim_har_file(full, path)

@@ -1,0 +1,214 @@
+"""``run_infer.py --dataset webarena``: WebArena's real task ids on the user's own deployment.
+
+Each task is BrowserGym's own eval env ``browsergym/webarena.<id>`` (its ``test.raw.json`` config,
+``ui_login`` and ``validate``), run in OpenHands' ``BrowserEnv`` exactly as the demo tasks are. This
+module only adds what a real deployment needs around it (``cdp_integration.deployment``): the site
+URLs (``WEBARENA_BASE_URL`` and ``WA_*``), a preflight that names every unreachable site before
+OpenHands starts, the reset command before state-changing tasks, and scripted plans where a
+trajectory file provides them (otherwise a real model drives the agent: ``--llm-base-url``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from cdp_integration import environment
+from cdp_integration.deployment import (
+    RESET_POLICIES,
+    WebArenaTaskSpec,
+    load_webarena_tasks,
+    needs_reset,
+    preflight,
+    run_reset,
+    site_urls_from_environment,
+)
+from cdp_integration.errors import EnvironmentSetupError
+
+__all__ = ["TRAJECTORIES_VARIABLE", "WebArenaRun", "load_trajectories"]
+
+TRAJECTORIES_VARIABLE = "WEBARENA_TRAJECTORIES"
+"""A JSON list ``[{"task_id": N, "success": [step, ...], "failure": [...]}, ...]`` of scripted
+trajectories, steps as ``cdp_integration.demo.agent`` takes them (``["click", "<css selector>"]``,
+``["goto", "__REDDIT__/f/books"]``; URL placeholders allowed): the scripted LLM's (and ``--mode
+direct``'s) plan for each task when no model is given. The stand-ins' ``tests/standins/tasks.json``
+is such a file."""
+
+Steps = tuple[tuple[str, ...], ...]
+
+_URL_MODULES = ("webarena.browser_env.env_config", "webarena.evaluation_harness.helper_functions")
+
+
+def load_trajectories(path: Path) -> dict[int, dict[str, Steps]]:
+    """``{task_id: {"success": steps, "failure": steps}}``; ``EnvironmentSetupError`` when malformed."""
+    from cdp_integration.demo.agent import VERBS
+
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise EnvironmentSetupError(f"{path}: cannot read the trajectories file ({exc})") from None
+    if not isinstance(raw, list):
+        raise EnvironmentSetupError(f"{path}: expected a list of {{task_id, success, failure}} objects")
+    plans: dict[int, dict[str, Steps]] = {}
+    for number, entry in enumerate(raw):
+        task_id = entry.get("task_id") if isinstance(entry, dict) else None
+        if not isinstance(task_id, int):
+            raise EnvironmentSetupError(f"{path}: entry #{number} has no integer task_id")
+        plans[task_id] = {}
+        for name in ("success", "failure"):
+            steps = entry.get(name, [])
+            if not (
+                isinstance(steps, list)
+                and all(
+                    isinstance(step, list)
+                    and step
+                    and step[0] in VERBS
+                    and all(isinstance(x, str) for x in step)
+                    for step in steps
+                )
+            ):
+                raise EnvironmentSetupError(
+                    f'{path}: task {task_id} {name}: expected steps like ["click", "<selector>"] '
+                    f"(verbs: {', '.join(sorted(VERBS))})"
+                )
+            if steps:
+                plans[task_id][name] = tuple(tuple(step) for step in steps)
+    return plans
+
+
+class WebArenaRun:
+    """The WebArena side of one ``run_infer.py`` run: tasks, site URLs, preflight, resets, plans."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.tasks: list[WebArenaTaskSpec] = []
+        self.urls: dict[str, str] = {}
+        self.plans: dict[int, dict[str, Steps]] = {}
+        self.resets = 0
+
+    def prepare(self) -> None:
+        """Everything that can fail fast, before OpenHands starts: task ids, site URLs, trajectories,
+        reachability of every site the tasks use. Raises ``EnvironmentSetupError``."""
+        args = self.args
+        self.tasks = load_webarena_tasks(args.task_ids, args.eval_n_limit)
+        self.urls = site_urls_from_environment()
+        trajectories = args.trajectories or os.environ.get(TRAJECTORIES_VARIABLE)
+        if args.llm_base_url is None:
+            if not trajectories:
+                raise EnvironmentSetupError(
+                    "--dataset webarena needs a model (--llm-base-url) or scripted plans "
+                    f"(--trajectories FILE or ${TRAJECTORIES_VARIABLE})"
+                )
+            self.plans = load_trajectories(Path(trajectories))
+            unplanned = [
+                t.task_id for t in self.tasks if args.trajectory not in self.plans.get(t.task_id, {})
+            ]
+            if unplanned:
+                raise EnvironmentSetupError(
+                    f"no scripted {args.trajectory} trajectory for task(s) "
+                    f"{', '.join(map(str, unplanned))} in {trajectories}; pass --llm-base-url for a model"
+                )
+        preflight(self.tasks, self.urls)
+
+    def configure(self) -> None:
+        """Site variables (``WA_*`` for BrowserGym, plain for the evaluators) for this process and the
+        browser processes OpenHands spawns; Chromium layout and punkt_tab."""
+        environment.prepare(webarena_urls=self.urls)
+        for name in _URL_MODULES:  # read the variables at import: in case that was before now
+            module = sys.modules.get(name)
+            for site, url in self.urls.items():
+                if module is not None and hasattr(module, site):
+                    setattr(module, site, url)
+
+    def select(self, done: set[str]) -> list[WebArenaTaskSpec]:
+        return [task for task in self.tasks if task.env_id.removeprefix("browsergym/") not in done]
+
+    def _expand(self, text: str) -> str:
+        for site in sorted(self.urls, key=len, reverse=True):  # SHOPPING_ADMIN before SHOPPING
+            text = text.replace(f"__{site}__", self.urls[site])
+        return text
+
+    def plan(self, task: WebArenaTaskSpec) -> list[str]:
+        """The task's scripted trajectory as BrowserGym action strings, element ids included.
+
+        Steps name elements by CSS selector; an action names them by the id BrowserGym marks on the
+        live page. So the trajectory is played once in plain BrowserGym, in the same
+        ``browsergym/webarena.<id>`` env marking elements as OpenHands' ``BrowserEnv`` does
+        (``tags_to_mark="all"``), and the actions recorded. This changes the sites' state like the run
+        itself: ``before_task`` resets again afterwards when the task needs it.
+        """
+        import browsergym.webarena  # noqa: F401  (registers browsergym/webarena.<id>)
+        import gymnasium as gym
+        from cdp_integration.webarena import skip_evaluator_sleep
+
+        from cdp_integration.demo.agent import to_browsergym_action
+
+        steps = self.plans[task.task_id][self.args.trajectory]
+        actions: list[str] = []
+        env = gym.make(task.env_id, headless=True, slow_mo=0, tags_to_mark="all")
+        try:
+            with skip_evaluator_sleep():  # the live score of this rehearsal is not used
+                env.reset()
+                for step in steps:
+                    expanded = tuple(self._expand(part) for part in step)
+                    action = to_browsergym_action(expanded, env.unwrapped.page, "")  # type: ignore[attr-defined]
+                    actions.append(action)
+                    _, _, terminated, _, _ = env.step(action)
+                    if terminated:
+                        break
+        finally:
+            env.close()
+        return actions
+
+    def before_task(self, task: WebArenaTaskSpec) -> float | None:
+        """Run the reset command when ``task`` needs it; the seconds it took, else None. Called
+        before the task, and again after ``plan``'s rehearsal of it."""
+        command = self.args.reset_cmd
+        if not command or not needs_reset(task, self.args.reset_when):
+            return None
+        print(f"webarena.{task.task_id}: resetting ({command})", file=sys.stderr)
+        seconds = run_reset(command, task, self.urls)
+        self.resets += 1
+        return round(seconds, 1)
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "site_urls": self.urls,
+            "reset_cmd": self.args.reset_cmd,
+            "reset_when": self.args.reset_when,
+        }
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options only ``--dataset webarena`` reads."""
+    group = parser.add_argument_group("--dataset webarena")
+    group.add_argument(
+        "--reset-cmd",
+        default=None,
+        metavar="CMD",
+        help="Shell command run before each task that needs a fresh deployment (see --reset-when), with "
+        "WEBARENA_TASK_ID, WEBARENA_TASK_SITES and WA_<SITE> in its environment.",
+    )
+    group.add_argument(
+        "--reset-when",
+        choices=RESET_POLICIES,
+        default="mutate",
+        help="require_reset: the config's flag (false for all 812 tasks); mutate: that or WebArena-Verified's "
+        "task type 'mutate' [default]; always: before every task.",
+    )
+    group.add_argument(
+        "--trajectories",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help=f"Scripted plans per task id (default ${TRAJECTORIES_VARIABLE}); without --llm-base-url.",
+    )
+
+
+def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.dataset != "webarena" and (args.reset_cmd or args.trajectories):
+        parser.error("--reset-cmd and --trajectories apply to --dataset webarena only")
