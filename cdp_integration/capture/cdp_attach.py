@@ -156,7 +156,7 @@ class ChromiumProcess:
 
     def __init__(
         self, *, headless: bool = True, extra_args: tuple[str, ...] = (), start_url: str = "about:blank"
-    ):
+    ) -> None:
         self.headless = headless
         self.extra_args = extra_args
         self.start_url = start_url
