@@ -235,6 +235,55 @@ def export_verified_command(sessions: tuple[Path, ...], output_dir: Path, trim: 
     )
 
 
+@cli.command()
+@click.option(
+    "--cdp", "endpoint", required=True, help="The browser's DevTools endpoint: http://host:port or ws://..."
+)
+@click.option(
+    "-o", "--output", type=click.Path(path_type=Path), required=True, help="Directory for the session."
+)
+@click.option("--every-navigation", is_flag=True, help="Also capture after each page load in any tab.")
+@click.option("--instance-id", help="Session file name (default: session-<time>-<pid>).")
+@click.option("--task-id", type=int, help="The WebArena(-Verified) task id the recorded episode is for.")
+@click.option(
+    "--site-url", "site_urls", metavar="SITE=URL", multiple=True, help="A task site's URL (repeatable)."
+)
+@click.option("--answer", help="The episode's final answer.")
+def record(
+    endpoint: str,
+    output: Path,
+    every_navigation: bool,
+    instance_id: str | None,
+    task_id: int | None,
+    site_urls: tuple[str, ...],
+    answer: str | None,
+) -> None:
+    """Record a browser someone else drives: a step on each Enter (and page load), until Ctrl-C or EOF."""
+    from cdp_integration.capture.record import record_browser
+
+    urls = {}
+    for item in site_urls:
+        site, sep, url = item.partition("=")
+        if not sep or not site or not url:
+            raise click.BadParameter(f"{item!r} is not SITE=URL", param_hint="--site-url")
+        urls[site.upper()] = url
+    task: dict[str, object] = {"site_urls": urls} if urls else {}
+    if task_id is not None:
+        task["task_id"] = task_id
+    click.echo(f"recording {endpoint}: Enter captures a step, Ctrl-C or EOF saves", err=True)
+    path = record_browser(
+        endpoint,
+        output,
+        every_navigation=every_navigation,
+        instance_id=instance_id,
+        task=task,
+        final_answer=answer,
+        stdin=sys.stdin,
+        on_step=lambda index, url: click.echo(f"step {index}: {url}", err=True),
+    )
+    click.echo(str(path))
+
+
 def main() -> None:
     cli(prog_name="cdp-session")
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Concatenate, Literal
 from urllib.parse import urldefrag
 
 import orjson
@@ -51,6 +52,9 @@ from cdp_integration.session.store import (
 )
 from cdp_integration.webarena import use_site_urls
 
+if TYPE_CHECKING:
+    from cdp_integration.capture.cdp_attach import BrowserThread
+
 __all__ = ["CDPSessionLogger", "DomScope"]
 
 DomScope = Literal["all_tabs", "active_tab"]
@@ -62,6 +66,22 @@ def _fault(stage: str, exc: BaseException, tab_id: str | None = None) -> Capture
     return CaptureFault(
         stage=stage, error_type=type(exc).__name__, message=str(exc).strip()[:1000], tab_id=tab_id
     )
+
+
+def _in_browser_thread[**P, R](
+    method: Callable[Concatenate[CDPSessionLogger, P], R],
+) -> Callable[Concatenate[CDPSessionLogger, P], R]:
+    """Run the method in the thread owning the ``attach_to_cdp`` connection (Playwright's objects
+    are bound to it); inline when not attached that way."""
+
+    @functools.wraps(method)
+    def run(self: CDPSessionLogger, *args: P.args, **kwargs: P.kwargs) -> R:
+        thread = self._browser_thread
+        if thread is None or thread.in_thread:
+            return method(self, *args, **kwargs)
+        return thread.call(method, self, *args, **kwargs)
+
+    return run
 
 
 class _TimedCDP:
@@ -169,6 +189,7 @@ class CDPSessionLogger:
         self._crashed: set[Any] = set()
         """Pages whose renderer crashed: their CDP sessions would never answer a command again."""
         self._primary_page: Any = None
+        self._browser_thread: BrowserThread | None = None
         self._active_page: Callable[[], Any] | None = None
         self._final_answer: Callable[[], str | None] | None = None
         self._origin: TrafficOrigin = "agent"
@@ -192,6 +213,45 @@ class CDPSessionLogger:
         self._primary_page = page
         self._attach_context(page.context)
         self._attach_tab(page)
+
+    def attach_to_cdp(
+        self,
+        endpoint: str,
+        *,
+        active_target: Callable[[], str | None] | None = None,
+        timeout_ms: float = 30_000,
+    ) -> None:
+        """Follow every tab of every context of the running Chromium at ``endpoint``, new tabs too.
+
+        ``endpoint``: ``http://host:port`` or a ``ws://`` DevTools URL (else ``CaptureError``). The
+        connection lives in its own thread (``capture.cdp_attach``), so this logger may then be used
+        from any thread or asyncio loop. ``active_target()``: the target id of the agent's current tab
+        (default: the newest tab). A failed connection is a fault of the next step; ``detach()``
+        leaves the browser running.
+        """
+        from cdp_integration.capture.cdp_attach import BrowserThread, check_endpoint
+
+        thread = BrowserThread(check_endpoint(endpoint), timeout_ms=timeout_ms)
+        if thread.browser is None:
+            thread.close()
+            self._pending_faults.append(_fault("attach", thread.error or CaptureError("no browser")))
+            return
+        browser = thread.browser
+
+        def follow_contexts() -> None:
+            for context in list(browser.contexts):
+                self._attach_context(context)
+
+        def active_page() -> Any:
+            target = active_target() if active_target is not None else None
+            live = [t for t in self._tabs.values() if t.origin == "agent" and not t.page.is_closed()]
+            chosen = next((t for t in live if t.tab_id == target), live[-1] if live else None)
+            return chosen.page if chosen is not None else None
+
+        self._browser_thread = thread
+        self._active_page = active_page
+        thread.call(follow_contexts)
+        thread.on_idle = follow_contexts
 
     def attach_to_browsergym_env(self, env: Any, *, auto_capture: bool = True) -> None:
         """Attach to a BrowserGym env (``env.unwrapped.page``); follow its active-page switches.
@@ -320,6 +380,7 @@ class CDPSessionLogger:
 
     # -- capturing ---------------------------------------------------------------------------
 
+    @_in_browser_thread
     def capture_state_snapshot(
         self,
         trigger: str,
@@ -645,6 +706,7 @@ class CDPSessionLogger:
     def partial_path(self) -> Path | None:
         return self._writer.partial_path if self._writer else None
 
+    @_in_browser_thread
     def save_session(self, instance_id: str | None = None, *, final_answer: str | None = None) -> Path:
         """Finalize the session file as ``<session_dir>/<instance_id>.session.jsonl.gz`` and return it.
 
@@ -686,6 +748,7 @@ class CDPSessionLogger:
             raise CaptureError(f"cannot write session {final_path}: {exc}") from exc
         return self.saved_path
 
+    @_in_browser_thread
     def run_evaluation_probe(
         self, config: dict[str, Any] | None = None, *, answer: str | None = None
     ) -> Evaluation | None:
@@ -743,7 +806,13 @@ class CDPSessionLogger:
         self._unwritten = []
 
     def detach(self) -> None:
-        """Close the CDP sessions this logger opened (the pages stay open)."""
+        """Close the CDP sessions this logger opened (the pages, and an attached browser, stay open)."""
+        thread, self._browser_thread = self._browser_thread, None
+        if thread is not None:  # stopping our driver drops its sessions at once (a hung tab's detach hangs)
+            thread.close()
+            self._tabs.clear()
+            self._contexts.clear()
+            return
         for tab in list(self._tabs.values()):
             with contextlib.suppress(Exception):
                 tab.cdp.detach()
