@@ -5,6 +5,7 @@
     │   └── SessionVersionError              written by a format version we cannot read
     ├── CaptureError (RuntimeError)          one capture step failed (recorded, never raised into a step)
     ├── ReplayMissError (LookupError)        replay was asked something the session has no answer for
+    │   └── ReconstructedAnswerError         recorded-only scoring met an answer not recorded live
     ├── EvaluationError (RuntimeError)       a session could not be scored
     ├── DemoTaskError (ValueError)           a demo tasks file is malformed
     └── EnvironmentSetupError (RuntimeError) Chromium / punkt_tab / site variables missing
@@ -21,6 +22,7 @@ __all__ = [
     "DemoTaskError",
     "EnvironmentSetupError",
     "EvaluationError",
+    "ReconstructedAnswerError",
     "ReplayMissError",
     "SessionFormatError",
     "SessionVersionError",
@@ -45,6 +47,10 @@ class CaptureError(CDPIntegrationError, RuntimeError):
 
 class ReplayMissError(CDPIntegrationError, LookupError):
     """Replay has no recorded answer; the message lists the nearest recorded entries."""
+
+
+class ReconstructedAnswerError(ReplayMissError):
+    """Recorded-only scoring: the question was not asked live, so its answer would be reconstructed."""
 
 
 class EvaluationError(CDPIntegrationError, RuntimeError):

@@ -46,6 +46,11 @@ DEFAULT_OUTPUT_SUBDIR = "eval_output"
     help="webarena: the official WebArena evaluators; verified: WebArena-Verified.",
 )
 @click.option(
+    "--recorded-only",
+    is_flag=True,
+    help="Only answers the live evaluator recorded; a session needing a reconstructed one is an error line.",
+)
+@click.option(
     "--no-progress", is_flag=True, help="No progress bar (off anyway when stderr is not a terminal)."
 )
 @click.pass_context
@@ -57,6 +62,7 @@ def eval_command(
     workers: int,
     no_resume: bool,
     scorer: str,
+    recorded_only: bool,
     no_progress: bool,
 ) -> None:
     """Score a directory of sessions offline; write output.jsonl and a report.
@@ -75,6 +81,7 @@ def eval_command(
             resume=not no_resume,
             scorer=scorer,
             progress=not no_progress,
+            recorded_only=recorded_only,
         )
         incomplete = [path.relative_to(sessions_dir).as_posix() for path in summary.incomplete]
         report = write_report(output_dir, incomplete_sessions=incomplete)

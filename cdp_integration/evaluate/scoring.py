@@ -8,8 +8,14 @@ page and with the evaluator's recorded HTTP answers (REST helpers, LLM judge) re
 3 s waits are skipped and its site globals point at the URLs the episode ran against
 (``evaluate.official``).
 
-Two numbers per episode, as NOTES describes: ``score`` (WebArena's own definition: the evaluation
-of the final state) and ``max_score`` (BrowserGym/OpenHands: the best per-step reward).
+Two numbers per episode: ``score`` (WebArena's own definition: the evaluation of the final state)
+and ``max_score`` (BrowserGym/OpenHands: the best per-step reward).
+
+Provenance: every score says where its answers came from. ``recorded``: the step has the live
+evaluator's recording and every question was answered from it; ``reconstructed``: nothing was
+recorded for the step (captured without the task's config), every answer came from the captured
+state; ``mixed``: recorded, but some questions (an edited config) were answered from captured pages.
+``recorded_only=True`` turns any reconstructed answer into a ``ReconstructedAnswerError``.
 """
 
 from __future__ import annotations
@@ -25,7 +31,12 @@ from typing import Any
 
 from cdp_integration import environment
 from cdp_integration.capture.probes import webarena_config_file
-from cdp_integration.errors import CDPIntegrationError, EvaluationError, ReplayMissError
+from cdp_integration.errors import (
+    CDPIntegrationError,
+    EvaluationError,
+    ReconstructedAnswerError,
+    ReplayMissError,
+)
 from cdp_integration.evaluate.official import offline_api_key, skip_evaluator_sleep, use_site_urls
 from cdp_integration.replay.page import MockBrowserContext
 from cdp_integration.replay.recorded import replay_http
@@ -33,6 +44,7 @@ from cdp_integration.session.models import Evaluation
 from cdp_integration.session.store import Session, load_session
 
 __all__ = [
+    "PROVENANCES",
     "SessionScore",
     "StepScore",
     "evaluate_session",
@@ -52,6 +64,15 @@ _PLACEHOLDERS = {
 }
 
 
+PROVENANCES = ("recorded", "reconstructed", "mixed")
+
+
+def combined_provenance(values: list[str]) -> str:
+    """One provenance for several scored steps: the common one, else ``mixed``."""
+    distinct = set(values)
+    return distinct.pop() if len(distinct) == 1 else "mixed"
+
+
 @dataclass(frozen=True)
 class StepScore:
     step: int
@@ -61,6 +82,10 @@ class StepScore:
     """``recorded``: the live evaluator's recorded answers; ``captured``: no recording, the captured
     DOM answered."""
     error: str | None = None
+    provenance: str = "recorded"
+    """``recorded``, ``reconstructed`` or ``mixed`` (see the module docstring)."""
+    answers: dict[str, int] = field(default_factory=dict)
+    """Questions answered from the recording / reconstructed from captured pages."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +105,10 @@ class SessionScore:
     error: str | None = None
     error_type: str | None = None
     duration_ms: float = 0.0
+    provenance: str | None = None
+    """Where the answers behind ``score`` and ``max_score`` came from: ``recorded``,
+    ``reconstructed`` or ``mixed``."""
+    answers: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -145,12 +174,20 @@ def _webarena_task(config_file: str, urls: Mapping[str, str], tab_urls: list[str
     return task
 
 
-def evaluate_step(session: Session, step: int, config: Mapping[str, Any] | None = None) -> StepScore:
-    """Replay BrowserGym's ``validate`` at ``step`` offline; raise ``ReplayMissError`` on a gap."""
+def evaluate_step(
+    session: Session, step: int, config: Mapping[str, Any] | None = None, *, recorded_only: bool = False
+) -> StepScore:
+    """Replay BrowserGym's ``validate`` at ``step`` offline; raise ``ReplayMissError`` on a gap
+    (``ReconstructedAnswerError`` with ``recorded_only`` when an answer was not recorded live)."""
     _prepare_once()
     config = session_config(session, config)
-    context = MockBrowserContext(session, step)
+    context = MockBrowserContext(session, step, recorded_only=recorded_only)
     evaluation = context.evaluation
+    if recorded_only and evaluation is None:
+        raise ReconstructedAnswerError(
+            f"step {context.step.index}: the live evaluator's answers were not recorded at this step (captured "
+            "without the task's config); recorded-only scoring refuses to reconstruct them"
+        )
     page = context.active_page
     chat = _chat_messages(evaluation, session.final_answer if step in (-1, len(session.steps) - 1) else None)
     urls = site_urls(session)
@@ -165,13 +202,20 @@ def evaluate_step(session: Session, step: int, config: Mapping[str, Any] | None 
         score, _done, _message, info = task.validate(page, chat)
     misses = context.misses + http.misses
     if misses:
-        raise ReplayMissError(f"step {context.step.index}: " + "; ".join(misses[:3]))
+        kind = ReconstructedAnswerError if recorded_only and context.misses else ReplayMissError
+        raise kind(f"step {context.step.index}: " + "; ".join(misses[:3]))
+    if evaluation is None:
+        provenance = "reconstructed"
+    else:
+        provenance = "mixed" if context.answers["reconstructed"] else "recorded"
     return StepScore(
         step=context.step.index,
         score=float(score),
         live_reward=context.step.reward,
         source="recorded" if evaluation is not None else "captured",
         error=info.get("error") if isinstance(info, dict) else None,
+        provenance=provenance,
+        answers=dict(context.answers),
     )
 
 
@@ -186,18 +230,27 @@ def _history(session: Session) -> list[dict[str, Any]]:
 
 
 def evaluate_session(
-    session: Session, config: Mapping[str, Any] | str | Path | None = None, *, per_step: bool = True
+    session: Session,
+    config: Mapping[str, Any] | str | Path | None = None,
+    *,
+    per_step: bool = True,
+    recorded_only: bool = False,
 ) -> SessionScore:
-    """Score ``session`` offline: the final state, and (``per_step``) every step BrowserGym validated."""
+    """Score ``session`` offline: the final state, and (``per_step``) every step BrowserGym validated.
+
+    ``recorded_only``: every answer must come from the live evaluator's recording, else
+    ``ReconstructedAnswerError`` naming the question."""
     started = time.perf_counter()
     resolved = session_config(session, config)
     if not session.steps:
         raise EvaluationError(f"{session.path or 'session'}: has no captured steps to score")
-    final = evaluate_step(session, -1, resolved)
+    final = evaluate_step(session, -1, resolved, recorded_only=recorded_only)
     steps = [final]
     if per_step:
         steps = [
-            evaluate_step(session, s.index, resolved) for s in session.steps[:-1] if s.evaluation is not None
+            evaluate_step(session, s.index, resolved, recorded_only=recorded_only)
+            for s in session.steps[:-1]
+            if s.evaluation is not None
         ]
         steps.append(final)
     recorded = [s.score for s in steps if s.score is not None and (s.source == "recorded" or s is final)]
@@ -219,11 +272,17 @@ def evaluate_session(
         history=_history(session),
         steps=steps,
         duration_ms=round((time.perf_counter() - started) * 1000, 3),
+        provenance=combined_provenance([s.provenance for s in steps]),
+        answers={kind: sum(s.answers.get(kind, 0) for s in steps) for kind in ("recorded", "reconstructed")},
     )
 
 
 def score_session_file(
-    path: str | Path, configs: Mapping[int, Mapping[str, Any]] | None = None, *, scorer: str = "webarena"
+    path: str | Path,
+    configs: Mapping[int, Mapping[str, Any]] | None = None,
+    *,
+    scorer: str = "webarena",
+    recorded_only: bool = False,
 ) -> dict[str, Any]:
     """Load and score one session file; a JSON-able dict (``SessionScore`` fields).
 
@@ -242,7 +301,7 @@ def score_session_file(
     if configs and task_id is not None:
         config = configs.get(int(task_id))
     try:
-        return evaluate_session(session, config).to_dict()
+        return evaluate_session(session, config, recorded_only=recorded_only).to_dict()
     except CDPIntegrationError:
         raise
     except Exception as exc:  # the evaluator itself failed on this episode

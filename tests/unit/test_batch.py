@@ -114,6 +114,7 @@ def test_every_session_becomes_one_openhands_style_line(tmp_path: Path) -> None:
         "error": None,
         "error_type": None,
         "duration_ms": 1.5,
+        "provenance": None,
     }
     assert a["metadata"] == {"session_path": "a.session.jsonl.gz", "scorer": "verified"}
 
