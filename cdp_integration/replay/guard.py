@@ -71,8 +71,15 @@ _INSTRUMENT = r"""() => {
   g.layout.length = 0;
   const handlers = document.evaluate("count(//@*[starts-with(local-name(), 'on')])", document, null,
     XPathResult.NUMBER_TYPE, null).numberValue;
+  // A stylesheet the sandbox refused still gets an empty sheet: "loaded" means it has rules (or, when
+  // cross-origin rules cannot be read, that the browser timed a response for it).
+  const loaded = (l) => {
+    if (!l.sheet) return false;
+    try { return l.sheet.cssRules.length > 0; }
+    catch (e) { return performance.getEntriesByName(l.href).some((t) => t.responseEnd > 0 && t.transferSize + t.decodedBodySize > 0); }
+  };
   const unstyled = [...document.querySelectorAll('link[rel~="stylesheet" i]')]
-    .filter((l) => !l.sheet && !l.disabled && (!l.media || matchMedia(l.media).matches)).map((l) => l.href);
+    .filter((l) => !l.disabled && (!l.media || matchMedia(l.media).matches) && !loaded(l)).map((l) => l.href);
   return [document.scripts.length + handlers > 0, unstyled];
 }"""
 

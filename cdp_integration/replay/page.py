@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime
+import re
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -60,6 +61,13 @@ def _origin(url: str) -> str:
 
 def _same_document(a: str, b: str) -> bool:
     return urldefrag(a)[0] == urldefrag(b)[0]
+
+
+def _document_name(url: str) -> str:
+    """The last path or query token of ``url`` (``/doku.php/a:b`` and ``/doku.php?id=a:b`` give ``a:b``)."""
+    parts = urlsplit(urldefrag(url)[0])
+    tokens = [t for t in re.split(r"[/?&=]", f"{parts.path}?{parts.query}") if t]
+    return f"{parts.netloc}|{tokens[-1]}" if tokens else ""
 
 
 def _playwright_cookie(cookie: Cookie) -> dict[str, Any]:
@@ -217,6 +225,28 @@ class MockBrowserContext(BrowserContext):
             urls += [p.url for p in self.evaluation.pages]
         return urls + self.calls.urls()
 
+    def miss_hints(self, url: str, known: list[str]) -> str:
+        """Why a near-identical capture was not used: another URL form, or an earlier step."""
+        hints = []
+        name = _document_name(url)
+        other_forms = [k for k in known if name and _document_name(k) == name and not _same_document(k, url)]
+        if other_forms:
+            hints.append(
+                f"{other_forms[0]} may be the same document at another URL form, but only the application's "
+                "routing could say so: ask for the captured URL, or capture with the task's config"
+            )
+        earlier = [
+            s.index
+            for s in self._session.steps[: self.step.index]
+            if any(_same_document(t.url, url) and t.html is not None for t in s.tabs)
+        ]
+        if earlier:
+            hints.append(
+                f"this URL was captured at step {earlier[-1]}, not at step {self.step.index}; the application's "
+                "state may have changed since, so that capture is not used"
+            )
+        return "".join(f"; {hint}" for hint in hints)
+
     def answered(self, kind: str, question: str, url: str) -> None:
         """Count an answer; with ``recorded_only`` a reconstructed one raises (and is remembered)."""
         if kind == "reconstructed" and self.recorded_only:
@@ -301,7 +331,7 @@ class MockPage(Page):
         error = ReplayMissError(
             f"{asked} on {self._url} (step {self._context.step.index}): no recorded answer and no captured page "
             f"at this URL; captured pages: {', '.join(known) or 'none'}; closest recorded calls: "
-            f"{'; '.join(closest) or 'none'}"
+            f"{'; '.join(closest) or 'none'}{self._context.miss_hints(self._url, known)}"
         )
         self._context.misses.append(str(error))
         return error

@@ -86,7 +86,10 @@ def captured(browser, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tupl
         configure_demo_environment(base)
         context = browser.new_context()
         page = context.new_page()
-        logger = CDPSessionLogger(folder, instance_id="review-probe", task={"site_urls": site_urls(base)})
+        # Stylesheet bodies too: the sandbox then applies the page's CSS, so innerText can be answered.
+        logger = CDPSessionLogger(
+            folder, instance_id="review-probe", task={"site_urls": site_urls(base)}, response_bodies="all"
+        )
         logger.attach_to_page(page)
         page.goto(base + "/login")
         logger.capture_state_snapshot("action", action="goto /login")
