@@ -29,8 +29,9 @@ __all__ = [
     "TrafficOrigin",
 ]
 
-FORMAT_VERSION = 1
-"""Bumped on any change a reader of the previous version could misread."""
+FORMAT_VERSION = 2
+"""Bumped on any change a reader of the previous version could misread. 2: chunked HTML and DOM
+snapshots (blob ``kind``), captured stylesheets (``Step.resources``); format 1 still reads."""
 
 TrafficOrigin = Literal["agent", "evaluator"]
 """Who caused a request: the agent's episode, or the live evaluator's own tabs during ``validate()``."""
