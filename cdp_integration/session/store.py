@@ -194,6 +194,8 @@ class SessionWriter:
         for tab_record, tab in zip(record["tabs"], step.tabs, strict=True):
             for name in _TAB_BLOB_FIELDS:
                 tab_record[name] = self._externalize(getattr(tab, name), name)
+            for frame in _dicts(tab_record.get("frames")):
+                frame["html"] = self._externalize(frame.get("html"), "html")
         _map_large_values(record, self._externalize, skip_tabs=True)
         self._write({"type": "step", **record})
         return self.bytes_written - before
@@ -313,6 +315,9 @@ def _map_large_values(
             for name in _TAB_BLOB_FIELDS:
                 if name in tab:
                     tab[name] = convert(tab[name], name)
+            for frame in _dicts(tab.get("frames")):
+                if "html" in frame:
+                    frame["html"] = convert(frame["html"], "html")
 
     if not skip_tabs:
         tabs(record.get("tabs"))
@@ -320,6 +325,9 @@ def _map_large_values(
         response = exchange.get("response")
         if isinstance(response, dict) and "body" in response:
             response["body"] = convert(response["body"], "body")
+    for resource in _dicts(record.get("resources")):
+        if "body" in resource:
+            resource["body"] = convert(resource["body"], "body")
     for name in ("evaluation", "probe"):
         evaluation = record.get(name)
         if not isinstance(evaluation, dict):
