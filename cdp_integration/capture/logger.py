@@ -17,7 +17,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urldefrag
@@ -106,6 +106,10 @@ class _Tab:
     origin: TrafficOrigin
     page_enabled: bool = False
     """``Page.enable`` sent (``Page.getResourceContent`` needs it; enabled on first use only)."""
+    frame_tree: dict[str, Any] | None = None
+    """This capture's frame tree (with resources), read once for every reader."""
+    worlds: dict[str, int] = field(default_factory=dict)
+    """The isolated world's execution context per document (loader id)."""
 
 
 @dataclass
@@ -482,7 +486,7 @@ class CDPSessionLogger:
             if tab.page in self._crashed:
                 continue
             try:
-                for frame_id, url, kind, mime in state.read_page_resources(tab.cdp, types):
+                for frame_id, url, kind, mime in state.read_page_resources(tab.cdp, types, tab.frame_tree):
                     if url in self._resource_urls or not url.startswith(("http://", "https://")):
                         continue
                     if not tab.page_enabled:
@@ -499,10 +503,11 @@ class CDPSessionLogger:
                 faults.append(_fault("resources", exc, tab.tab_id))
         return found
 
-    @staticmethod
-    def _origins(tab: _Tab, faults: list[CaptureFault]) -> list[str]:
+    def _origins(self, tab: _Tab, faults: list[CaptureFault]) -> list[str]:
+        tab.frame_tree = None
         try:
-            return state.read_origins(tab.cdp)
+            tab.frame_tree = state.read_frame_tree(tab.cdp, resources=bool(self.options["page_resources"]))
+            return state.read_origins(tab.cdp, tab.frame_tree)
         except Exception as exc:
             faults.append(_fault("origins", exc, tab.tab_id))
             return []
@@ -549,10 +554,17 @@ class CDPSessionLogger:
             extras: list[tuple[str, Callable[[], Any]]] = []
             if self.options["frames"]:
                 extras.append(
-                    ("frames", lambda: state.read_frames(tab.cdp, max_bytes=self.options["max_html_bytes"]))
+                    (
+                        "frames",
+                        lambda: state.read_frames(
+                            tab.cdp, max_bytes=self.options["max_html_bytes"], tree=tab.frame_tree
+                        ),
+                    )
                 )
             if self.options["cssom_styles"]:
-                extras.append(("cssom_styles", lambda: state.read_cssom_styles(tab.cdp)))
+                extras.append(
+                    ("cssom_styles", lambda: state.read_cssom_styles(tab.cdp, tab.frame_tree, tab.worlds))
+                )
             for name, read in extras:
                 try:
                     fields[name] = read()

@@ -61,7 +61,14 @@ def read_cookies(cdp: Any) -> list[Cookie]:
     return [Cookie.model_validate(c) for c in cdp.send("Network.getAllCookies")["cookies"]]
 
 
-def read_origins(cdp: Any) -> list[str]:
+def read_frame_tree(cdp: Any, *, resources: bool) -> dict[str, Any]:
+    """The tab's frame tree (``Page.getFrameTree``), with each frame's subresources when ``resources``
+    (``Page.getResourceTree``, same shape); one read serves every reader of a capture."""
+    tree: dict[str, Any] = cdp.send("Page.getResourceTree" if resources else "Page.getFrameTree")["frameTree"]
+    return tree
+
+
+def read_origins(cdp: Any, tree: dict[str, Any] | None = None) -> list[str]:
     """Security origins of every frame in the tab (storage is keyed by origin)."""
     origins: list[str] = []
 
@@ -73,7 +80,7 @@ def read_origins(cdp: Any) -> list[str]:
         for child in node.get("childFrames", ()):
             walk(child)
 
-    walk(cdp.send("Page.getFrameTree")["frameTree"])
+    walk(tree or read_frame_tree(cdp, resources=False))
     return origins
 
 
@@ -97,7 +104,9 @@ def read_accessibility_tree(cdp: Any) -> dict[str, Any]:
     return tree
 
 
-def read_page_resources(cdp: Any, types: Collection[str]) -> list[tuple[str, str, str, str]]:
+def read_page_resources(
+    cdp: Any, types: Collection[str], tree: dict[str, Any] | None = None
+) -> list[tuple[str, str, str, str]]:
     """``(frame_id, url, type, mime_type)`` of every subresource of ``types`` (CDP resource types,
     e.g. ``Stylesheet``) the tab's frames hold, ``@import``-ed sheets included."""
     found: list[tuple[str, str, str, str]] = []
@@ -110,7 +119,7 @@ def read_page_resources(cdp: Any, types: Collection[str]) -> list[tuple[str, str
         for child in node.get("childFrames", ()):
             walk(child)
 
-    walk(cdp.send("Page.getResourceTree")["frameTree"])
+    walk(tree if tree is not None and "resources" in tree else read_frame_tree(cdp, resources=True))
     return found
 
 
@@ -120,10 +129,10 @@ def read_resource_content(cdp: Any, frame_id: str, url: str) -> tuple[str, bool]
     return content["content"], bool(content.get("base64Encoded"))
 
 
-def read_frames(cdp: Any, *, max_bytes: int) -> list[FrameState]:
+def read_frames(cdp: Any, *, max_bytes: int, tree: dict[str, Any] | None = None) -> list[FrameState]:
     """The documents of the tab's child frames that live in this renderer (same-origin iframes),
     serialized like ``read_html``. Out-of-process (cross-site) frames have no document here."""
-    tree = cdp.send("Page.getFrameTree")["frameTree"]
+    tree = tree or read_frame_tree(cdp, resources=False)
     frames: list[FrameState] = []
 
     def walk(node: dict[str, Any]) -> None:
@@ -171,18 +180,29 @@ _CSSOM_STYLES = """(() => {
 })()"""
 
 
-def read_cssom_styles(cdp: Any) -> list[CSSOMStyle]:
+def read_cssom_styles(
+    cdp: Any, tree: dict[str, Any] | None = None, worlds: dict[str, int] | None = None
+) -> list[CSSOMStyle]:
     """Style rules the HTML does not carry: adopted (constructed) stylesheets of the document and of
     open shadow roots, and rules inserted through the CSSOM into an empty ``<style>`` (CSS-in-JS).
 
-    Read in an isolated world, so the page's own scripts and globals cannot interfere.
+    Read in an isolated world, so the page's own scripts and globals cannot interfere. ``worlds``
+    keeps the world's context per document (loader id) across captures.
     """
-    frame_id = cdp.send("Page.getFrameTree")["frameTree"]["frame"]["id"]
-    world = cdp.send("Page.createIsolatedWorld", {"frameId": frame_id, "worldName": "cdp-integration"})
-    result = cdp.send(
-        "Runtime.evaluate",
-        {"expression": _CSSOM_STYLES, "contextId": world["executionContextId"], "returnByValue": True},
-    )
+    frame = (tree or read_frame_tree(cdp, resources=False))["frame"]
+    worlds = {} if worlds is None else worlds
+    context_id = worlds.get(frame["loaderId"])
+    if context_id is None:
+        world = cdp.send("Page.createIsolatedWorld", {"frameId": frame["id"], "worldName": "cdp-integration"})
+        worlds.clear()
+        context_id = worlds[frame["loaderId"]] = world["executionContextId"]
+    try:
+        result = cdp.send(
+            "Runtime.evaluate", {"expression": _CSSOM_STYLES, "contextId": context_id, "returnByValue": True}
+        )
+    except Exception:
+        worlds.clear()  # the context went away (a navigation in between): a new world next time
+        raise
     if "exceptionDetails" in result:
         raise CaptureError(f"reading CSSOM styles failed: {result['exceptionDetails'].get('text', '')}")
     return [CSSOMStyle.model_validate(item) for item in result["result"].get("value") or []]
