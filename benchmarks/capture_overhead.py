@@ -400,6 +400,8 @@ def stage_profile(pw: Any, base_url: str, path: str, repeats: int) -> list[tuple
         logger = CDPSessionLogger(Path(tmp) / "logger", instance_id="prof")
         logger.attach_to_page(page)
         cdp = page.context.new_cdp_session(page)
+        cdp.send("Page.enable")
+        worlds: dict[str, int] = {}
         page.goto(base_url + path, wait_until="load")
         for index in range(repeats + 1):
             timed("Runtime.evaluate (event pump)", lambda: cdp.send("Runtime.evaluate", {"expression": "0"}))
@@ -423,6 +425,28 @@ def stage_profile(pw: Any, base_url: str, path: str, repeats: int) -> list[tuple
                     state.read_storage(cdp, origin, local=True)
 
             timed("frame tree + DOMStorage x2", storage)
+            tree = timed("Page.getResourceTree", lambda: state.read_frame_tree(cdp, resources=True))
+            timed(
+                "frames (same-origin iframes)",
+                lambda tree=tree: state.read_frames(cdp, max_bytes=10**9, tree=tree),
+            )
+            timed(
+                "cssom_styles (isolated world)", lambda tree=tree: state.read_cssom_styles(cdp, tree, worlds)
+            )
+
+            def bodies(types: tuple[str, ...], tree: dict[str, Any] = tree) -> int:
+                total = 0
+                for frame_id, url, _kind, _mime in state.read_page_resources(cdp, types, tree):
+                    body, _ = state.read_resource_content(cdp, frame_id, url)
+                    total += len(body)
+                return total
+
+            css_bytes = timed("stylesheet bodies (all, uncached)", lambda: bodies(("Stylesheet",)))
+            media_bytes = timed("image + font bodies (all, uncached)", lambda: bodies(("Image", "Font")))
+            notes["stylesheet bodies (all, uncached)"] = f"{css_bytes / 1024:.1f} KiB"
+            notes["image + font bodies (all, uncached)"] = (
+                f"{media_bytes / 1024:.1f} KiB (not stored by default)"
+            )
             timed("Network.getAllCookies (+validate)", lambda: state.read_cookies(cdp))
             step = timed("logger capture total (capture_ms)", lambda: logger.capture_state_snapshot("prof"))
             assert step is not None

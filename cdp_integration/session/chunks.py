@@ -134,15 +134,17 @@ def _encode_document(document: Any, strings: list[str]) -> dict[str, Any]:
     if not _known(layout, _LAYOUT_STRING_LISTS, _LAYOUT_STRING_LIST_LISTS, _LAYOUT_PLAIN):
         raise ValueError("unknown layout field")
 
+    table = [*strings, None]  # index -1 (no string) reads the sentinel
+
     def one(index: Any) -> str | None:
-        if index == -1:
-            return None
-        if not isinstance(index, int) or index < 0:
+        if not isinstance(index, int) or index < -1:
             raise ValueError("bad string index")
-        return strings[index]
+        return table[index]
 
     def many(indexes: list[int]) -> list[str | None]:
-        return [one(i) for i in indexes]
+        if indexes and min(indexes) < -1:
+            raise ValueError("bad string index")
+        return [table[i] for i in indexes]
 
     out: dict[str, Any] = {}
     for key, value in document.items():
@@ -155,7 +157,9 @@ def _encode_document(document: Any, strings: list[str]) -> dict[str, Any]:
         if key in _NODE_STRING_LISTS:
             out["nodes"][key] = many(value)
         elif key in _NODE_STRING_LIST_LISTS:
-            out["nodes"][key] = [many(item) for item in value]
+            out["nodes"][key] = [[table[i] for i in item] for item in value]
+            if value and min(min(item, default=0) for item in value) < -1:
+                raise ValueError("bad string index")
         elif key in _NODE_RARE_STRINGS:
             out["nodes"][key] = {"index": value["index"], "value": many(value["value"])}
         else:
@@ -165,7 +169,9 @@ def _encode_document(document: Any, strings: list[str]) -> dict[str, Any]:
         if key in _LAYOUT_STRING_LISTS:
             out["layout"][key] = many(value)
         elif key in _LAYOUT_STRING_LIST_LISTS:
-            out["layout"][key] = [many(item) for item in value]
+            out["layout"][key] = [[table[i] for i in item] for item in value]
+            if value and min(min(item, default=0) for item in value) < -1:
+                raise ValueError("bad string index")
         else:
             out["layout"][key] = value
     if "nodes" not in document:
@@ -180,24 +186,18 @@ def decode_snapshot(encoded: dict[str, Any]) -> dict[str, Any]:
 
     Raises ``ValueError`` on a value ``encode_snapshot`` cannot have produced.
     """
-    strings: list[str] = []
-    table: dict[str, int] = {}
+    table: dict[str | None, int] = {None: -1}  # in insertion order: the new string table
+    intern = table.setdefault
 
     def one(value: Any) -> int:
-        if value is None:
-            return -1
-        if not isinstance(value, str):
+        if value is not None and not isinstance(value, str):
             raise ValueError("encoded snapshot: string expected")
-        index = table.get(value)
-        if index is None:
-            index = table[value] = len(strings)
-            strings.append(value)
-        return index
+        return intern(value, len(table) - 1)
 
     def many(values: Any) -> list[int]:
         if not isinstance(values, list):
             raise ValueError("encoded snapshot: list expected")
-        return [one(v) for v in values]
+        return [intern(v, len(table) - 1) for v in values]
 
     documents = encoded.get("documents")
     if not isinstance(documents, list):
@@ -223,6 +223,9 @@ def decode_snapshot(encoded: dict[str, Any]) -> dict[str, Any]:
             else:
                 out[key] = value
         decoded_documents.append(out)
+    strings = [value for value in table if value is not None]
+    if not all(isinstance(value, str) for value in strings):
+        raise ValueError("encoded snapshot: string expected")
     return {"documents": decoded_documents, "strings": strings}
 
 
