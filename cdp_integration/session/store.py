@@ -153,6 +153,8 @@ class SessionWriter:
         self._file: BinaryIO = open(partial_path, "wb")  # noqa: SIM115 - closed in finish()/abort()
         self._zip = zlib.compressobj(compresslevel, zlib.DEFLATED, 31)
         self._blobs: set[str] = set()
+        self._last: dict[str, tuple[Any, dict[str, str]]] = {}
+        """Per chunked field: the last value written and its reference (an unchanged page skips the work)."""
         self.bytes_written = 0
         self.closed = False
         self._write({"type": "header", **header.model_dump(mode="json")})
@@ -205,6 +207,16 @@ class SessionWriter:
             kind == "answer" and not (isinstance(value, str) and len(value) > _INLINE_LIMIT)
         ):
             return value
+        if kind in ("html", "dom_snapshot"):
+            last = self._last.get(kind)
+            if last is not None and (last[0] is value or last[0] == value):
+                return dict(last[1])
+            ref = self._chunked(value, kind)
+            self._last[kind] = (value, ref)
+            return dict(ref)
+        return {_BLOB_KEY: self._blob(value)}
+
+    def _chunked(self, value: Any, kind: str) -> dict[str, str]:
         if kind == "html" and isinstance(value, str):
             pieces = split_text(value)
             if len(pieces) > 1:
