@@ -107,7 +107,7 @@ class _Tab:
     page_enabled: bool = False
     """``Page.enable`` sent (``Page.getResourceContent`` needs it; enabled on first use only)."""
     frame_tree: dict[str, Any] | None = None
-    """This capture's frame tree (with resources), read once for every reader."""
+    """This capture's frame tree, read once for the readers that need it."""
     worlds: dict[str, int] = field(default_factory=dict)
     """The isolated world's execution context per document (loader id)."""
 
@@ -486,7 +486,7 @@ class CDPSessionLogger:
             if tab.page in self._crashed:
                 continue
             try:
-                for frame_id, url, kind, mime in state.read_page_resources(tab.cdp, types, tab.frame_tree):
+                for frame_id, url, kind, mime in state.read_page_resources(tab.cdp, types):
                     if url in self._resource_urls or not url.startswith(("http://", "https://")):
                         continue
                     if not tab.page_enabled:
@@ -506,7 +506,7 @@ class CDPSessionLogger:
     def _origins(self, tab: _Tab, faults: list[CaptureFault]) -> list[str]:
         tab.frame_tree = None
         try:
-            tab.frame_tree = state.read_frame_tree(tab.cdp, resources=bool(self.options["page_resources"]))
+            tab.frame_tree = state.read_frame_tree(tab.cdp, resources=False)
             return state.read_origins(tab.cdp, tab.frame_tree)
         except Exception as exc:
             faults.append(_fault("origins", exc, tab.tab_id))
