@@ -178,10 +178,15 @@ class MockBrowserContext(BrowserContext):
     # -- documents ---------------------------------------------------------------------------
 
     def _session_resources(self) -> dict[str, Resource]:
-        """Bodies of the GET responses captured up to this step (latest wins), by URL."""
+        """Bodies of the GET responses captured up to this step (latest wins), by URL, and the
+        subresources (stylesheets) read from the page."""
         if self._resources is None:
             found: dict[str, Resource] = {}
             for step in self._session.steps[: self.step.index + 1]:
+                for resource in step.resources:
+                    body = base64.b64decode(resource.body) if resource.body_base64 else resource.body.encode()
+                    mime = resource.mime_type or "application/octet-stream"
+                    found[urldefrag(resource.url)[0]] = Resource(200, {"content-type": mime}, body)
                 for exchange in step.network:
                     response = exchange.response
                     if exchange.request.method != "GET" or response is None or response.status >= 300:
@@ -217,6 +222,8 @@ class MockBrowserContext(BrowserContext):
             local_storage=dict(self.step.local_storage.get(origin, {})),
             session_storage=dict(tab.session_storage.get(origin, {})),
             resources=self._session_resources(),
+            frames={urldefrag(f.url)[0]: f.html for f in tab.frames if f.html is not None},
+            cssom_styles=tuple(style.model_dump() for style in tab.cssom_styles),
         )
 
     def known_urls(self) -> list[str]:
