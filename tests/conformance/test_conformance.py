@@ -40,6 +40,8 @@ PLACEHOLDERS = {"dokuwiki": ("__WIKIPEDIA__", "WIKIPEDIA"), "trac": ("__GITLAB__
 _missing = apps.dokuwiki_missing() or apps.trac_missing()
 pytestmark = [
     pytest.mark.integration,
+    # ~44 live episodes: about a minute and a half on an idle 2-CPU machine, ten on a heavily loaded one.
+    pytest.mark.timeout(1800),
     pytest.mark.skipif(_missing is not None, reason=_missing or ""),
 ]
 
@@ -150,9 +152,9 @@ def test_offline_scores_equal_live_or_miss_loudly(live_apps: dict[str, apps.App]
                         rows.append(
                             f"{label:<34} {time.perf_counter() - started:6.1f}s live {live}  offline {verdict}"
                         )
+                        print(rows[-1], flush=True)
     finally:
         browser.close()
-    print("\n".join(rows))
     recorded = counts["recorded matched"]
     total = recorded + counts["recorded wrong"] + counts["recorded miss"]
     print(
