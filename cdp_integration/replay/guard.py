@@ -21,6 +21,7 @@ reason instead of returning a possibly wrong value.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from playwright.sync_api import Error
@@ -85,6 +86,8 @@ _INSTRUMENT = r"""() => {
 
 _READ = "() => window.__cdpiGuard ? [window.__cdpiGuard.events.slice(0, 5), window.__cdpiGuard.layout.slice(0, 5)] : [[], []]"
 
+_LOAD_TIMEOUT_MS = 10_000
+
 _PAGE_FUNCTION_ERRORS = (
     "ReferenceError",
     "is not a function",
@@ -99,6 +102,7 @@ def _short(expression: str) -> str:
 def guarded_evaluate(page: Any, expression: str, arg: Any = None, *, url: str) -> Any:
     """``page.evaluate(expression, arg)`` in the sandbox, or ``ReplayMissError`` if its answer
     would depend on the page's scripts or on stylesheets the sandbox could not apply."""
+    _settle(page)
     scripted, unstyled = page.evaluate(_INSTRUMENT)
     try:
         value = page.evaluate(expression, arg)
@@ -129,5 +133,13 @@ def guarded_evaluate(page: Any, expression: str, arg: Any = None, *, url: str) -
 
 def unstyled_stylesheets(page: Any) -> list[str]:
     """Stylesheets the sandboxed page links but could not load (no body in the session)."""
+    _settle(page)
     _scripted, unstyled = page.evaluate(_INSTRUMENT)
     return list(unstyled)
+
+
+def _settle(page: Any) -> None:
+    """Let stylesheets the sandbox serves finish loading (it opens pages at DOMContentLoaded), so a
+    sheet still in flight is not mistaken for a missing one."""
+    with contextlib.suppress(Error):
+        page.wait_for_load_state("load", timeout=_LOAD_TIMEOUT_MS)
