@@ -6,6 +6,7 @@
     ├── CaptureError (RuntimeError)          one capture step failed (recorded, never raised into a step)
     ├── StepIndexError (IndexError)          a session has no step of that number
     ├── ReplayMissError (LookupError)        replay was asked something the session has no answer for
+    │   └── ReconstructedAnswerError         recorded-only scoring met an answer not recorded live
     ├── EvaluationError (RuntimeError)       a session could not be scored
     ├── DemoTaskError (ValueError)           a demo tasks file is malformed
     ├── UntrustedConfigError (ValueError)    a config would make the evaluator run code we did not vet
@@ -24,6 +25,7 @@ __all__ = [
     "DemoTaskError",
     "EnvironmentSetupError",
     "EvaluationError",
+    "ReconstructedAnswerError",
     "ReplayMissError",
     "SessionFormatError",
     "SessionVersionError",
@@ -55,6 +57,10 @@ class CaptureError(CDPIntegrationError, RuntimeError):
 
 class ReplayMissError(CDPIntegrationError, LookupError):
     """Replay has no recorded answer; the message lists the nearest recorded entries."""
+
+
+class ReconstructedAnswerError(ReplayMissError):
+    """Recorded-only scoring: the question was not asked live, so its answer would be reconstructed."""
 
 
 class EvaluationError(CDPIntegrationError, RuntimeError):

@@ -39,4 +39,34 @@ fi
 [ -n "$PY312" ] || PY312="3.12"   # let uv find or fetch one
 
 "$UV" sync --locked --quiet --python "$PY312"
+
+# The real applications of the conformance suite (tests/conformance): DokuWiki from Debian (served by
+# PHP's built-in server from a private copy in a temp dir; php-cgi satisfies the php package without
+# pulling in Apache) and Trac from PyPI in its own virtualenv, with a pristine environment made once.
+need_apt=()
+[ -f /usr/share/dokuwiki/doku.php ] || need_apt+=(dokuwiki)
+command -v php >/dev/null 2>&1 || need_apt+=(php-cli php-cgi php-xml)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: installing ${need_apt[*]} from Debian (conformance suite)"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    php-cli php-cgi php-xml dokuwiki >/dev/null
+fi
+APPS=.cache/apps
+if [ ! -x "$APPS/trac-venv/bin/tracd" ]; then
+  echo "setup: installing Trac from PyPI into $APPS/trac-venv (conformance suite)"
+  "$UV" venv --quiet --python .venv/bin/python "$APPS/trac-venv"
+  "$UV" pip install --quiet --python "$APPS/trac-venv/bin/python" \
+    "trac==1.6" "Jinja2==3.1.6" "MarkupSafe==3.0.4" "setuptools==80.10.2"
+fi
+if [ ! -f "$APPS/trac-env/VERSION" ]; then
+  echo "setup: creating the pristine Trac environment $APPS/trac-env"
+  rm -rf "$APPS/trac-env.tmp"
+  PYTHONWARNINGS=ignore "$APPS/trac-venv/bin/trac-admin" "$APPS/trac-env.tmp" initenv "Conformance" \
+    sqlite:db/trac.db >/dev/null
+  PYTHONWARNINGS=ignore "$APPS/trac-venv/bin/trac-admin" "$APPS/trac-env.tmp" wiki import \
+    ConformanceFacts tests/conformance/trac_facts.wiki >/dev/null
+  mv "$APPS/trac-env.tmp" "$APPS/trac-env"
+fi
 .venv/bin/python -m cdp_integration.environment

@@ -17,8 +17,8 @@ import functools
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, Literal
 from urllib.parse import urldefrag
@@ -35,6 +35,7 @@ from cdp_integration.session.models import (
     Cookie,
     Evaluation,
     NetworkExchange,
+    PageResource,
     RequestInfo,
     ResponseInfo,
     SessionEnd,
@@ -123,6 +124,12 @@ class _Tab:
     cdp: _TimedCDP
     tab_id: str
     origin: TrafficOrigin
+    page_enabled: bool = False
+    """``Page.enable`` sent (``Page.getResourceContent`` needs it; enabled on first use only)."""
+    frame_tree: dict[str, Any] | None = None
+    """This capture's frame tree, read once for the readers that need it."""
+    worlds: dict[str, int] = field(default_factory=dict)
+    """The isolated world's execution context per document (loader id)."""
 
 
 @dataclass
@@ -141,7 +148,12 @@ class CDPSessionLogger:
 
     ``session_dir`` defaults to ``$WEBARENA_CDP_SESSION_DIR`` (else ``./cdp_sessions``). Options:
     ``dom`` (which tabs get DOMSnapshot + HTML), ``reuse_observation_dom`` (store BrowserGym's own
-    per-step snapshot of the active tab instead of taking a second), ``screenshot``, ``accessibility_tree``,
+    per-step snapshot of the active tab instead of taking a second), ``own_dom_snapshot`` (take
+    Chromium's DOMSnapshot for tabs with no observation snapshot; off by default: ~0.5 s on a
+    15,000-node page, and replay answers ``DOMSnapshot.captureSnapshot`` from the captured page
+    without it), ``page_resources`` (CDP resource types whose bodies are stored once per URL so
+    pages render offline: stylesheets by default), ``frames`` (same-origin iframes' documents) and
+    ``cssom_styles`` (adopted and CSSOM-inserted style rules), ``screenshot``, ``accessibility_tree``,
     ``response_bodies`` (``documents``, ``all`` or ``none``), ``max_html_bytes``, ``compresslevel``,
     ``redact`` (``True`` or a ``RedactionPolicy``: secrets are replaced before anything is written),
     ``cdp_timeout_ms`` (a CDP command not answered in this time is a fault: a hung or crashed tab).
@@ -158,6 +170,10 @@ class CDPSessionLogger:
         response_bodies: BodyPolicy = "documents",
         max_html_bytes: int = 20_000_000,
         reuse_observation_dom: bool = True,
+        own_dom_snapshot: bool = False,
+        page_resources: Collection[str] = ("Stylesheet",),
+        frames: bool = True,
+        cssom_styles: bool = True,
         compresslevel: int = 3,
         record_evaluations: bool = True,
         task: dict[str, Any] | None = None,
@@ -174,6 +190,10 @@ class CDPSessionLogger:
             "response_bodies": response_bodies,
             "max_html_bytes": max_html_bytes,
             "reuse_observation_dom": reuse_observation_dom,
+            "own_dom_snapshot": own_dom_snapshot,
+            "page_resources": list(page_resources),
+            "frames": frames,
+            "cssom_styles": cssom_styles,
             "compresslevel": compresslevel,
             "record_evaluations": record_evaluations,
             "cdp_timeout_ms": cdp_timeout_ms,
@@ -186,6 +206,8 @@ class CDPSessionLogger:
         self._tabs: dict[Any, _Tab] = {}
         self._contexts: list[Any] = []
         self._early: dict[Any, _EarlyRequest] = {}
+        self._resource_urls: set[str] = set()
+        """Subresources already stored in this session (by URL)."""
         self._crashed: set[Any] = set()
         """Pages whose renderer crashed: their CDP sessions would never answer a command again."""
         self._primary_page: Any = None
@@ -489,6 +511,7 @@ class CDPSessionLogger:
             except Exception as exc:
                 faults.append(_fault("cookies", exc, active.tab_id))
             local_storage = self._local_storage(tabs, origins, faults)
+        resources = self._new_resources(tabs, faults)
         network = self._drain_network(faults, final=False)
         for tab in tabs:
             if self._tabs.get(tab.page) is not tab:  # dropped above; a new session follows it from now on
@@ -506,15 +529,46 @@ class CDPSessionLogger:
             cookies=cookies,
             local_storage=local_storage,
             network=network,
+            resources=resources,
             reward=reward,
             capture_ms=round((time.perf_counter() - started) * 1000, 3),
             faults=faults,
         )
 
-    @staticmethod
-    def _origins(tab: _Tab, faults: list[CaptureFault]) -> list[str]:
+    def _new_resources(self, tabs: list[_Tab], faults: list[CaptureFault]) -> list[PageResource]:
+        """Bodies of the tabs' subresources (``page_resources`` types) this session has not stored yet.
+
+        Read from the renderer's own copy, so a stylesheet served from cache or loaded before the
+        logger attached is there too. A URL is read once per session.
+        """
+        found: list[PageResource] = []
+        types = self.options["page_resources"]
+        for tab in tabs if types else ():
+            if tab.page in self._crashed:
+                continue
+            try:
+                for frame_id, url, kind, mime in state.read_page_resources(tab.cdp, types):
+                    if url in self._resource_urls or not url.startswith(("http://", "https://")):
+                        continue
+                    if not tab.page_enabled:
+                        tab.cdp.send("Page.enable")
+                        tab.page_enabled = True
+                    body, base64_encoded = state.read_resource_content(tab.cdp, frame_id, url)
+                    self._resource_urls.add(url)
+                    found.append(
+                        PageResource(
+                            url=url, type=kind, mime_type=mime, body=body, body_base64=base64_encoded
+                        )
+                    )
+            except Exception as exc:
+                faults.append(_fault("resources", exc, tab.tab_id))
+        return found
+
+    def _origins(self, tab: _Tab, faults: list[CaptureFault]) -> list[str]:
+        tab.frame_tree = None
         try:
-            return state.read_origins(tab.cdp)
+            tab.frame_tree = state.read_frame_tree(tab.cdp, resources=False)
+            return state.read_origins(tab.cdp, tab.frame_tree)
         except Exception as exc:
             faults.append(_fault("origins", exc, tab.tab_id))
             return []
@@ -549,10 +603,30 @@ class CDPSessionLogger:
             return TabState(tab_id=tab.tab_id, url=url, title=title, active=active)
         fields: dict[str, Any] = {"dom_snapshot_source": "observation" if observed_dom is not None else "cdp"}
         if active or self.options["dom"] == "all_tabs":
+            own = self.options["own_dom_snapshot"]
             for name, read in (
-                ("dom_snapshot", lambda: observed_dom or state.read_dom_snapshot(tab.cdp)),
+                ("dom_snapshot", lambda: observed_dom or (state.read_dom_snapshot(tab.cdp) if own else None)),
                 ("html", lambda: state.read_html(tab.cdp, max_bytes=self.options["max_html_bytes"])),
             ):
+                try:
+                    fields[name] = read()
+                except Exception as exc:
+                    faults.append(_fault(name, exc, tab.tab_id))
+            extras: list[tuple[str, Callable[[], Any]]] = []
+            if self.options["frames"]:
+                extras.append(
+                    (
+                        "frames",
+                        lambda: state.read_frames(
+                            tab.cdp, max_bytes=self.options["max_html_bytes"], tree=tab.frame_tree
+                        ),
+                    )
+                )
+            if self.options["cssom_styles"]:
+                extras.append(
+                    ("cssom_styles", lambda: state.read_cssom_styles(tab.cdp, tab.frame_tree, tab.worlds))
+                )
+            for name, read in extras:
                 try:
                     fields[name] = read()
                 except Exception as exc:

@@ -5,18 +5,23 @@ Every reader raises on failure; the logger decides what becomes a recorded fault
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 from urllib.parse import urlsplit
 
 from cdp_integration.errors import CaptureError
-from cdp_integration.session.models import Cookie
+from cdp_integration.session.models import Cookie, CSSOMStyle, FrameState
 
 __all__ = [
     "read_accessibility_tree",
     "read_cookies",
+    "read_cssom_styles",
     "read_dom_snapshot",
+    "read_frames",
     "read_html",
     "read_origins",
+    "read_page_resources",
+    "read_resource_content",
     "read_screenshot",
     "read_storage",
     "read_target_info",
@@ -39,9 +44,13 @@ def read_dom_snapshot(cdp: Any) -> dict[str, Any]:
 
 
 def read_html(cdp: Any, *, max_bytes: int) -> str:
-    """Serialized document, doctype included, as ``page.content()`` would return it."""
+    """Serialized document, doctype included, as ``page.content()`` would return it, plus open shadow
+    roots as declarative shadow DOM (``<template shadowrootmode="open">``), which a parser attaches
+    again: offline ``innerText`` and ``querySelector`` on a host see the same shadow tree."""
     root = cdp.send("DOM.getDocument", {"depth": 0})["root"]
-    html: str = cdp.send("DOM.getOuterHTML", {"nodeId": root["nodeId"]})["outerHTML"]
+    html: str = cdp.send("DOM.getOuterHTML", {"nodeId": root["nodeId"], "includeShadowDOM": True})[
+        "outerHTML"
+    ]
     if len(html) > max_bytes:
         raise CaptureError(f"HTML is {len(html)} characters, over the {max_bytes} limit")
     return html
@@ -52,7 +61,14 @@ def read_cookies(cdp: Any) -> list[Cookie]:
     return [Cookie.model_validate(c) for c in cdp.send("Network.getAllCookies")["cookies"]]
 
 
-def read_origins(cdp: Any) -> list[str]:
+def read_frame_tree(cdp: Any, *, resources: bool) -> dict[str, Any]:
+    """The tab's frame tree (``Page.getFrameTree``), with each frame's subresources when ``resources``
+    (``Page.getResourceTree``, same shape); one read serves every reader of a capture."""
+    tree: dict[str, Any] = cdp.send("Page.getResourceTree" if resources else "Page.getFrameTree")["frameTree"]
+    return tree
+
+
+def read_origins(cdp: Any, tree: dict[str, Any] | None = None) -> list[str]:
     """Security origins of every frame in the tab (storage is keyed by origin)."""
     origins: list[str] = []
 
@@ -64,7 +80,7 @@ def read_origins(cdp: Any) -> list[str]:
         for child in node.get("childFrames", ()):
             walk(child)
 
-    walk(cdp.send("Page.getFrameTree")["frameTree"])
+    walk(tree or read_frame_tree(cdp, resources=False))
     return origins
 
 
@@ -86,3 +102,107 @@ def read_screenshot(cdp: Any) -> str:
 def read_accessibility_tree(cdp: Any) -> dict[str, Any]:
     tree: dict[str, Any] = cdp.send("Accessibility.getFullAXTree")
     return tree
+
+
+def read_page_resources(
+    cdp: Any, types: Collection[str], tree: dict[str, Any] | None = None
+) -> list[tuple[str, str, str, str]]:
+    """``(frame_id, url, type, mime_type)`` of every subresource of ``types`` (CDP resource types,
+    e.g. ``Stylesheet``) the tab's frames hold, ``@import``-ed sheets included."""
+    found: list[tuple[str, str, str, str]] = []
+
+    def walk(node: dict[str, Any]) -> None:
+        frame_id = node["frame"]["id"]
+        for resource in node.get("resources", ()):
+            if resource.get("type") in types and not resource.get("failed") and not resource.get("canceled"):
+                found.append((frame_id, resource["url"], resource["type"], resource.get("mimeType", "")))
+        for child in node.get("childFrames", ()):
+            walk(child)
+
+    walk(tree if tree is not None and "resources" in tree else read_frame_tree(cdp, resources=True))
+    return found
+
+
+def read_resource_content(cdp: Any, frame_id: str, url: str) -> tuple[str, bool]:
+    """``(body, base64)`` of a subresource from the renderer's cache (no network request)."""
+    content = cdp.send("Page.getResourceContent", {"frameId": frame_id, "url": url})
+    return content["content"], bool(content.get("base64Encoded"))
+
+
+def read_frames(cdp: Any, *, max_bytes: int, tree: dict[str, Any] | None = None) -> list[FrameState]:
+    """The documents of the tab's child frames that live in this renderer (same-origin iframes),
+    serialized like ``read_html``. Out-of-process (cross-site) frames have no document here."""
+    tree = tree or read_frame_tree(cdp, resources=False)
+    frames: list[FrameState] = []
+
+    def walk(node: dict[str, Any]) -> None:
+        for child in node.get("childFrames", ()):
+            frame = child["frame"]
+            owner = cdp.send("DOM.getFrameOwner", {"frameId": frame["id"]})
+            described = cdp.send(
+                "DOM.describeNode", {"backendNodeId": owner["backendNodeId"], "depth": 0, "pierce": True}
+            )["node"]
+            document = described.get("contentDocument")
+            if document is not None:
+                html: str = cdp.send(
+                    "DOM.getOuterHTML", {"backendNodeId": document["backendNodeId"], "includeShadowDOM": True}
+                )["outerHTML"]
+                if len(html) > max_bytes:
+                    raise CaptureError(f"frame HTML is {len(html)} characters, over the {max_bytes} limit")
+                frames.append(FrameState(url=frame.get("url", ""), name=frame.get("name", ""), html=html))
+            walk(child)
+
+    walk(tree)
+    return frames
+
+
+_CSSOM_STYLES = """(() => {
+  const out = [];
+  const text = (sheet) => { try { return Array.from(sheet.cssRules, (r) => r.cssText).join("\\n"); }
+                            catch (e) { return null; } };
+  const visit = (root, path) => {
+    const adopted = root.adoptedStyleSheets || [];
+    if (adopted.length) {
+      out.push({target: "adopted", path, css: adopted.map(text).filter((t) => t !== null)});
+    }
+    const all = root.querySelectorAll("*");
+    for (let i = 0; i < all.length; i++) {
+      const el = all[i];
+      if (el.localName === "style" && el.sheet && !el.textContent.trim() && el.sheet.cssRules.length) {
+        const css = text(el.sheet);
+        if (css !== null) out.push({target: "style_element", path: path.concat(i), css: [css]});
+      }
+      if (el.shadowRoot) visit(el.shadowRoot, path.concat(i));
+    }
+  };
+  visit(document, []);
+  return out;
+})()"""
+
+
+def read_cssom_styles(
+    cdp: Any, tree: dict[str, Any] | None = None, worlds: dict[str, int] | None = None
+) -> list[CSSOMStyle]:
+    """Style rules the HTML does not carry: adopted (constructed) stylesheets of the document and of
+    open shadow roots, and rules inserted through the CSSOM into an empty ``<style>`` (CSS-in-JS).
+
+    Read in an isolated world, so the page's own scripts and globals cannot interfere. ``worlds``
+    keeps the world's context per document (loader id) across captures.
+    """
+    frame = (tree or read_frame_tree(cdp, resources=False))["frame"]
+    worlds = {} if worlds is None else worlds
+    context_id = worlds.get(frame["loaderId"])
+    if context_id is None:
+        world = cdp.send("Page.createIsolatedWorld", {"frameId": frame["id"], "worldName": "cdp-integration"})
+        worlds.clear()
+        context_id = worlds[frame["loaderId"]] = world["executionContextId"]
+    try:
+        result = cdp.send(
+            "Runtime.evaluate", {"expression": _CSSOM_STYLES, "contextId": context_id, "returnByValue": True}
+        )
+    except Exception:
+        worlds.clear()  # the context went away (a navigation in between): a new world next time
+        raise
+    if "exceptionDetails" in result:
+        raise CaptureError(f"reading CSSOM styles failed: {result['exceptionDetails'].get('text', '')}")
+    return [CSSOMStyle.model_validate(item) for item in result["result"].get("value") or []]

@@ -212,18 +212,26 @@ def eval_at(session_path: Path, step: int, expression: str, timeout: float) -> N
     is_flag=True,
     help="--config is yours: let its func: expressions run any Python (never the session's own config).",
 )
-def rescore(session_path: Path, config_path: Path | None, trust_configs: bool) -> None:
+@click.option(
+    "--recorded-only",
+    is_flag=True,
+    help="Refuse answers the live evaluator did not record (an error names the question).",
+)
+def rescore(session_path: Path, config_path: Path | None, trust_configs: bool, recorded_only: bool) -> None:
     """Score the session offline with a (possibly edited) WebArena config: "what if the task said X".
 
     Questions the live evaluator asked are answered from its recording; new ones from the captured
-    pages; a question neither can answer is an error naming it.
+    pages; a question neither can answer is an error naming it. Each score says its provenance:
+    recorded, reconstructed (from captured pages) or mixed.
     """
     from cdp_integration.errors import CDPIntegrationError, EvaluationError
     from cdp_integration.evaluate.scoring import evaluate_session
 
     session = _load_session(session_path)
     try:
-        result = evaluate_session(session, config_path, trust_configs=trust_configs)
+        result = evaluate_session(
+            session, config_path, trust_configs=trust_configs, recorded_only=recorded_only
+        )
     except CDPIntegrationError:
         raise
     except Exception as exc:  # the evaluator itself failed on this episode
@@ -233,9 +241,13 @@ def rescore(session_path: Path, config_path: Path | None, trust_configs: bool) -
     click.echo(f"task {result.task_id}  eval types {'+'.join(result.eval_types)}  answer {result.answer!r}")
     for row in result.steps:
         live = "-" if row.live_reward is None else f"{row.live_reward:.1f}"
-        click.echo(f"  step {row.step:>3}  score {row.score}  live {live}  ({row.source})")
+        answers = (
+            f"{row.answers.get('recorded', 0)} recorded, {row.answers.get('reconstructed', 0)} reconstructed"
+        )
+        click.echo(f"  step {row.step:>3}  score {row.score}  live {live}  {row.provenance} ({answers})")
     click.echo(
-        f"final-state score {result.score}  per-step max {result.max_score}  live {result.live_reward}"
+        f"final-state score {result.score}  per-step max {result.max_score}  live {result.live_reward}  "
+        f"provenance {result.provenance}"
     )
 
 

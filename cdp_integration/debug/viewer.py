@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import html
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from importlib.resources import files
@@ -50,9 +51,39 @@ Resources = dict[str, str]
 """Absolute URL -> ``data:`` URL (images) or stylesheet text, from response bodies the session kept."""
 
 
+_IMPORT = re.compile(r"""@import\s+(?:url\(\s*)?["']?([^"')\s;]+)["']?\s*\)?[^;]*;""")
+
+
+def _inline_imports(css: str, css_url: str, resources: Resources, depth: int = 0) -> str:
+    """``css`` with each ``@import`` of a captured sheet replaced by that sheet's text (the viewer's
+    CSP lets nothing be fetched)."""
+
+    def inline(match: re.Match[str]) -> str:
+        url = urldefrag(urljoin(css_url, match.group(1))).url
+        imported = resources.get(url)
+        if imported is None or imported.startswith("data:") or depth > 4:
+            return match.group(0)
+        return _inline_imports(imported, url, resources, depth + 1)
+
+    return _IMPORT.sub(inline, css) if "@import" in css else css
+
+
 def collect_resources(session: Session) -> Resources:
-    """Stylesheets and images whose bodies were captured (``response_bodies="all"``), by URL."""
+    """Stylesheets and images whose bodies were captured, by URL: the subresources the logger read
+    from the page (stylesheets by default), and response bodies (``response_bodies="all"``)."""
     found: Resources = {}
+    for step in session.steps:
+        for resource in step.resources:
+            url = urldefrag(resource.url).url
+            if resource.type == "Stylesheet" and not resource.body_base64:
+                found.setdefault(url, resource.body)
+            elif resource.mime_type.startswith("image/") and resource.mime_type != "image/svg+xml":
+                body = (
+                    resource.body
+                    if resource.body_base64
+                    else base64.b64encode(resource.body.encode()).decode()
+                )
+                found.setdefault(url, f"data:{resource.mime_type};base64,{body}")
     for exchange in (e for position in range(len(session.steps)) for e in session.network_at(position)):
         response = exchange.response
         if response is None or response.body is None or response.status != 200:
@@ -129,9 +160,11 @@ class _Inert(HTMLParser):
             return
         if tag == "link":
             values = {name.lower(): value or "" for name, value in attrs}
-            css = self._resources.get(self._url(values.get("href", "")))
+            css_url = self._url(values.get("href", ""))
+            css = self._resources.get(css_url)
             if "stylesheet" in values.get("rel", "").lower().split():
                 if css and not css.startswith("data:"):
+                    css = _inline_imports(css, css_url, self._resources)
                     self.out.append("<style>" + css.replace("</", "<\\/") + "</style>")
                 else:
                     self.missing_stylesheets += 1
@@ -177,15 +210,22 @@ class InertPage:
 
 
 def inert_html(
-    page_html: str, base_url: str, *, resources: Resources | None = None, highlight: str | None = None
+    page_html: str,
+    base_url: str,
+    *,
+    resources: Resources | None = None,
+    highlight: str | None = None,
+    extra_css: Sequence[str] = (),
 ) -> InertPage:
     """``page_html`` with nothing left that runs or fetches: for an ``<iframe sandbox srcdoc>``.
 
     Scripts, event handlers, ``<base>``, refresh/CSP ``<meta>`` and embedded objects go; links point
     nowhere (the original is kept in ``data-href``); images and stylesheets are inlined when their
     bodies were captured and dropped otherwise. ``highlight``: a BrowserGym id to outline.
+    ``extra_css``: document-level rules the HTML lacks (adopted sheets, CSSOM-inserted rules).
     """
     head_extra = f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+    head_extra += "".join("<style>" + css.replace("</", "<\\/") + "</style>" for css in extra_css)
     if highlight and _SAFE_BID.match(highlight):
         head_extra += (
             f'<style>[bid="{highlight}"]{{outline:3px solid #e11d48 !important;outline-offset:2px;'
@@ -265,7 +305,17 @@ def episode_data(session: Session) -> dict[str, Any]:
         target = action_target(session, i)
         upcoming = parse_action(session.steps[i + 1].action) if i + 1 < len(session.steps) else None
         next_bid = upcoming.bid if upcoming else None
-        page = inert_html(step.html, step.url, resources=resources, highlight=next_bid) if step.html else None
+        document_css = [
+            css
+            for style in (tab.cssom_styles if tab else [])
+            if len(style.path) == (0 if style.target == "adopted" else 1)  # not inside a shadow root
+            for css in style.css
+        ]
+        page = (
+            inert_html(step.html, step.url, resources=resources, highlight=next_bid, extra_css=document_css)
+            if step.html
+            else None
+        )
         steps.append(
             {
                 "index": step.index,

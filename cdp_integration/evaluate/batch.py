@@ -12,7 +12,8 @@ One line of ``output.jsonl`` (``report.py`` reads these back)::
      "instance": {"task_id", "intent_template_id", "sites", "eval_types"},
      "history": [{"index", "action", "url"}, ...],
      "test_result": {"score", "max_score", "live_reward", "live_max", "answer",
-                     "error", "error_type", "duration_ms", "partial"},
+                     "error", "error_type", "duration_ms", "partial",
+                     "provenance": "recorded" | "reconstructed" | "mixed" | null},
      "metadata": {"session_path": <relative to the sessions dir>, "scorer": str}}
 
 The per-session scorer is ``cdp_integration.evaluate.scoring.score_session_file`` unless another is
@@ -80,7 +81,16 @@ _SESSION_SUFFIX = ".session.jsonl.gz"
 _PARTIAL_SUFFIX = _SESSION_SUFFIX + ".partial"
 _SCORER_MODULE = "cdp_integration.evaluate.scoring"
 _INSTANCE_FIELDS = ("task_id", "intent_template_id", "sites", "eval_types")
-_RESULT_FIELDS = ("score", "max_score", "live_reward", "live_max", "answer", "error", "error_type")
+_RESULT_FIELDS = (
+    "score",
+    "max_score",
+    "live_reward",
+    "live_max",
+    "answer",
+    "error",
+    "error_type",
+    "provenance",
+)
 _TRACEBACK_CHARS = 4000
 
 
@@ -206,6 +216,7 @@ def score_directory(
     score_fn: ScoreFn | None = None,
     trust_configs: bool = False,
     complete_only: bool = False,
+    recorded_only: bool = False,
 ) -> BatchSummary:
     """Score every finished session under ``sessions_dir`` into ``output_dir/output.jsonl``.
 
@@ -215,8 +226,9 @@ def score_directory(
     ``scorer=`` when given (``webarena`` or ``verified``). ``resume=False`` starts a new
     ``output.jsonl``. ``progress``: a progress bar factory (none by default). ``trust_configs`` /
     ``complete_only`` are passed to the scorer when set (see ``score_session_file``); a session the
-    scorer skips gets no line. Raises ``EvaluationError`` for unusable arguments or a directory
-    without sessions, never for a bad session.
+    scorer skips gets no line. ``recorded_only`` is passed to the scorer: a session needing an answer
+    the live evaluator did not record becomes an error line (``ReconstructedAnswerError``). Raises
+    ``EvaluationError`` for unusable arguments or a directory without sessions, never for a bad session.
     """
     started = time.perf_counter()
     sessions_root = Path(sessions_dir)
@@ -226,6 +238,8 @@ def score_directory(
         raise EvaluationError(f"workers must be at least 1, not {workers}")
     if scorer is not None and scorer not in SCORERS:
         raise EvaluationError(f"unknown scorer {scorer!r}; choose one of {', '.join(SCORERS)}")
+    if recorded_only:  # a partial of a module-level function still reaches worker processes
+        score_fn = functools.partial(score_fn or _default_score_fn(), recorded_only=True)
     if score_fn is None:
         _check_default_scorer(import_it=workers == 1)
     elif workers > 1:

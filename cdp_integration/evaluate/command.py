@@ -70,6 +70,11 @@ def _progress_bar(total: int) -> AbstractContextManager[Progress]:
     help="Skip sessions without an end record (cut short) instead of scoring their last readable step.",
 )
 @click.option(
+    "--recorded-only",
+    is_flag=True,
+    help="Only answers the live evaluator recorded; a session needing a reconstructed one is an error line.",
+)
+@click.option(
     "--no-progress", is_flag=True, help="No progress bar (off anyway when stderr is not a terminal)."
 )
 @click.pass_context
@@ -83,6 +88,7 @@ def eval_command(
     scorer: str,
     trust_configs: bool,
     complete_only: bool,
+    recorded_only: bool,
     no_progress: bool,
 ) -> None:
     """Score a directory of sessions offline; write output.jsonl and a report.
@@ -104,6 +110,7 @@ def eval_command(
             progress=progress,
             trust_configs=trust_configs,
             complete_only=complete_only,
+            recorded_only=recorded_only,
         )
         incomplete = [path.relative_to(sessions_dir).as_posix() for path in summary.incomplete]
         report = write_report(output_dir, incomplete_sessions=incomplete)

@@ -13,6 +13,9 @@ sessions. What is reported, and how:
 - Live vs offline agreement: ``live_reward`` against ``score`` and ``live_max`` against ``max_score``,
   over sessions that have both.
 - Failure modes: errors by ``error_type``; sessions scored 0 without error, by eval types.
+- Provenance: sessions by where their answers came from (``recorded``, ``reconstructed``, ``mixed``;
+  lines written before provenance existed count as ``unknown``), and per site how many were not
+  purely recorded (the ``reconstructed`` column).
 """
 
 from __future__ import annotations
@@ -109,6 +112,10 @@ class Report:
     partial_sessions: tuple[str, ...] = ()
     """Scored sessions without an end record (``partial`` in output.jsonl): their score is that of
     the last readable step, not necessarily the episode's final state."""
+    provenance: dict[str, int] = field(default_factory=dict)
+    """Scored sessions by provenance: ``recorded``, ``reconstructed``, ``mixed`` (``unknown``: older lines)."""
+    not_recorded_by_site: dict[str, int] = field(default_factory=dict)
+    """Per site, scored sessions whose answers were not all recorded live (reconstructed or mixed)."""
     bootstrap: dict[str, Any] = field(
         default_factory=lambda: {
             "resamples": BOOTSTRAP_RESAMPLES,
@@ -241,6 +248,8 @@ def build_report(output_jsonl: str | os.PathLike[str], *, incomplete_sessions: I
     errors_by_type: Counter[str] = Counter()
     zero_by_eval: Counter[str] = Counter()
     partial: list[str] = []
+    provenance: Counter[str] = Counter()
+    not_recorded: Counter[str] = Counter()
     for record in _iter_lines(Path(output_jsonl), unreadable):
         sessions += 1
         result = record["test_result"]
@@ -259,6 +268,10 @@ def build_report(output_jsonl: str | os.PathLike[str], *, incomplete_sessions: I
             zero_by_eval["+".join(instance.get("eval_types") or []) or "(no eval type)"] += 1
         if _is_number(result.get("score")):
             score.add(result["score"], site, template)
+            kind = result.get("provenance") or "unknown"
+            provenance[kind] += 1
+            if kind in ("reconstructed", "mixed"):
+                not_recorded[site] += 1
         if _is_number(result.get("max_score")):
             max_score.add(result["max_score"], site, template)
         live.add(result.get("live_reward"), result.get("score"), instance_id)
@@ -275,6 +288,8 @@ def build_report(output_jsonl: str | os.PathLike[str], *, incomplete_sessions: I
         unreadable_lines=unreadable[0],
         incomplete_sessions=tuple(incomplete_sessions),
         partial_sessions=tuple(partial),
+        provenance=dict(provenance.most_common()),
+        not_recorded_by_site=dict(not_recorded),
     )
 
 
@@ -323,15 +338,17 @@ def format_summary(report: Report) -> str:
         )
     lines = _table(rows)
     lines.append("")
-    lines.append(f"{'site':<32} {'sessions':>8} {'score':>7} {'max_score':>9}")
+    lines.append(f"{'site':<32} {'sessions':>8} {'score':>7} {'max_score':>9} {'reconstructed':>13}")
     for site, group in report.score.per_site.items():
         max_group = report.max_score.per_site.get(site)
         lines.append(
             f"{site:<32} {group.sessions:>8} {_num(group.mean):>7} {_num(max_group.mean if max_group else None):>9}"
+            f" {report.not_recorded_by_site.get(site, 0):>13}"
         )
     lines.append("")
     lines.append(f"live vs offline score:    {_agreement(report.live_vs_offline)}")
     lines.append(f"live max vs offline max:  {_agreement(report.live_max_vs_offline_max)}")
+    lines.append(f"provenance:               {_provenance(report)}")
     failures = [f"{kind} {count}" for kind, count in report.errors_by_type.items()]
     failures += [f"score 0 ({kind}) {count}" for kind, count in report.zero_score_by_eval_type.items()]
     lines.append(f"failure modes:            {', '.join(failures) or 'none'}")
@@ -345,6 +362,10 @@ def format_summary(report: Report) -> str:
             f"e.g. {report.partial_sessions[0]}"
         )
     return "\n".join(lines)
+
+
+def _provenance(report: Report) -> str:
+    return ", ".join(f"{kind} {count}" for kind, count in report.provenance.items()) or "no scored session"
 
 
 def _table(rows: Sequence[Sequence[str]]) -> list[str]:
@@ -383,14 +404,20 @@ def format_markdown(report: Report) -> str:
         "",
         "## Per site",
         "",
-        "| site | sessions | score | max_score |",
-        "|---|---:|---:|---:|",
+        "| site | sessions | score | max_score | reconstructed |",
+        "|---|---:|---:|---:|---:|",
     ]
     for site, group in report.score.per_site.items():
         max_group = report.max_score.per_site.get(site)
         out.append(
-            f"| {site} | {group.sessions} | {_num(group.mean)} | {_num(max_group.mean if max_group else None)} |"
+            f"| {site} | {group.sessions} | {_num(group.mean)} | {_num(max_group.mean if max_group else None)} "
+            f"| {report.not_recorded_by_site.get(site, 0)} |"
         )
+    out += [
+        "",
+        "`reconstructed`: sessions whose score used answers reconstructed from captured pages "
+        f"(not recorded live). Provenance of all scored sessions: {_provenance(report)}.",
+    ]
     out += [
         "",
         "## Live vs offline",

@@ -8,8 +8,14 @@ page and with the evaluator's recorded HTTP answers (REST helpers, LLM judge) re
 3 s waits are skipped and its site globals point at the URLs the episode ran against
 (``cdp_integration.webarena``).
 
-Two numbers per episode: ``score`` (WebArena's own definition: the evaluation
-of the final state) and ``max_score`` (BrowserGym/OpenHands: the best per-step reward).
+Two numbers per episode: ``score`` (WebArena's own definition: the evaluation of the final state)
+and ``max_score`` (BrowserGym/OpenHands: the best per-step reward).
+
+Provenance: every score says where its answers came from. ``recorded``: the step has the live
+evaluator's recording and every question was answered from it; ``reconstructed``: nothing was
+recorded for the step (captured without the task's config), every answer came from the captured
+state; ``mixed``: recorded, but some questions (an edited config) were answered from captured pages.
+``recorded_only=True`` turns any reconstructed answer into a ``ReconstructedAnswerError``.
 """
 
 from __future__ import annotations
@@ -24,8 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from cdp_integration import environment
-from cdp_integration.errors import CDPIntegrationError, EvaluationError, ReplayMissError
-from cdp_integration.replay.page import MockBrowserContext, replay_step
+from cdp_integration.errors import (
+    CDPIntegrationError,
+    EvaluationError,
+    ReconstructedAnswerError,
+    ReplayMissError,
+)
+from cdp_integration.replay.page import MockBrowserContext
 from cdp_integration.replay.recorded import replay_http
 from cdp_integration.session.models import Evaluation
 from cdp_integration.session.store import Session, load_session
@@ -40,6 +51,7 @@ from cdp_integration.webarena import (
 )
 
 __all__ = [
+    "PROVENANCES",
     "SessionScore",
     "StepScore",
     "evaluate_session",
@@ -47,6 +59,15 @@ __all__ = [
     "score_session_file",
     "session_config",
 ]
+
+
+PROVENANCES = ("recorded", "reconstructed", "mixed")
+
+
+def combined_provenance(values: list[str]) -> str:
+    """One provenance for several scored steps: the common one, else ``mixed``."""
+    distinct = set(values)
+    return distinct.pop() if len(distinct) == 1 else "mixed"
 
 
 @dataclass(frozen=True)
@@ -58,6 +79,10 @@ class StepScore:
     """``recorded``: the live evaluator's recorded answers; ``captured``: no recording, the captured
     DOM answered."""
     error: str | None = None
+    provenance: str = "recorded"
+    """``recorded``, ``reconstructed`` or ``mixed`` (see the module docstring)."""
+    answers: dict[str, int] = field(default_factory=dict)
+    """Questions answered from the recording / reconstructed from captured pages."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +106,10 @@ class SessionScore:
     """The session has no end record (the episode never finished saving, or the file was cut):
     ``score`` is that of its last readable step, which may not be the episode's final state."""
     note: str | None = None
+    provenance: str | None = None
+    """Where the answers behind ``score`` and ``max_score`` came from: ``recorded``,
+    ``reconstructed`` or ``mixed``."""
+    answers: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -150,9 +179,15 @@ def _page_urls(context: MockBrowserContext) -> list[str]:
 
 
 def evaluate_step(
-    session: Session, step: int, config: Mapping[str, Any] | None = None, *, trust_configs: bool = False
+    session: Session,
+    step: int,
+    config: Mapping[str, Any] | None = None,
+    *,
+    trust_configs: bool = False,
+    recorded_only: bool = False,
 ) -> StepScore:
-    """Replay BrowserGym's ``validate`` at ``step`` offline; raise ``ReplayMissError`` on a gap.
+    """Replay BrowserGym's ``validate`` at ``step`` offline; raise ``ReplayMissError`` on a gap
+    (``ReconstructedAnswerError`` with ``recorded_only`` when an answer was not recorded live).
 
     ``trust_configs``: ``config`` (not one embedded in the session) was written by the caller, so its
     ``func:`` expressions may be any Python; otherwise only official helper calls run
@@ -161,10 +196,15 @@ def evaluate_step(
     _prepare_once()
     trusted = trust_configs and config is not None
     config = session_config(session, config)
-    page = replay_step(session, step)
-    context = page.context
-    vet_config(config, page_urls=_page_urls(context), trusted=trusted)
+    context = MockBrowserContext(session, step, recorded_only=recorded_only)
     evaluation = context.evaluation
+    if recorded_only and evaluation is None:
+        raise ReconstructedAnswerError(
+            f"step {context.step.index}: the live evaluator's answers were not recorded at this step (captured "
+            "without the task's config); recorded-only scoring refuses to reconstruct them"
+        )
+    page = context.active_page
+    vet_config(config, page_urls=_page_urls(context), trusted=trusted)
     chat = _chat_messages(evaluation, session.final_answer if step in (-1, len(session.steps) - 1) else None)
     urls = site_urls(session)
     with (
@@ -179,13 +219,20 @@ def evaluate_step(
         score, _done, _message, info = task.validate(page, chat)
     misses = context.misses + http.misses
     if misses:
-        raise ReplayMissError(f"step {context.step.index}: " + "; ".join(misses[:3]))
+        kind = ReconstructedAnswerError if recorded_only and context.misses else ReplayMissError
+        raise kind(f"step {context.step.index}: " + "; ".join(misses[:3]))
+    if evaluation is None:
+        provenance = "reconstructed"
+    else:
+        provenance = "mixed" if context.answers["reconstructed"] else "recorded"
     return StepScore(
         step=context.step.index,
         score=float(score),
         live_reward=context.step.reward,
         source="recorded" if evaluation is not None else "captured",
         error=info.get("error") if isinstance(info, dict) else None,
+        provenance=provenance,
+        answers=dict(context.answers),
     )
 
 
@@ -205,22 +252,25 @@ def evaluate_session(
     *,
     per_step: bool = True,
     trust_configs: bool = False,
+    recorded_only: bool = False,
 ) -> SessionScore:
     """Score ``session`` offline: the final state, and (``per_step``) every step BrowserGym validated.
 
     A session whose end record is missing (``partial``) is scored on its last readable step.
     ``trust_configs``: see ``evaluate_step``; it never applies to the config the session carries.
+    ``recorded_only``: every answer must come from the live evaluator's recording, else
+    ``ReconstructedAnswerError`` naming the question.
     """
     started = time.perf_counter()
     trusted = trust_configs and config is not None
     resolved = session_config(session, config)
     if not session.steps:
         raise EvaluationError(f"{session.path or 'session'}: has no captured steps to score")
-    final = evaluate_step(session, -1, resolved, trust_configs=trusted)
+    final = evaluate_step(session, -1, resolved, trust_configs=trusted, recorded_only=recorded_only)
     steps = [final]
     if per_step:
         steps = [
-            evaluate_step(session, s.index, resolved, trust_configs=trusted)
+            evaluate_step(session, s.index, resolved, trust_configs=trusted, recorded_only=recorded_only)
             for s in session.steps[:-1]
             if s.evaluation is not None
         ]
@@ -248,6 +298,8 @@ def evaluate_session(
         note=None
         if session.complete
         else f"partial session (no end record): scored its last readable step {session.final_step.index}",
+        provenance=combined_provenance([s.provenance for s in steps]),
+        answers={kind: sum(s.answers.get(kind, 0) for s in steps) for kind in ("recorded", "reconstructed")},
     )
 
 
@@ -258,6 +310,7 @@ def score_session_file(
     scorer: str = "webarena",
     trust_configs: bool = False,
     complete_only: bool = False,
+    recorded_only: bool = False,
 ) -> dict[str, Any]:
     """Load and score one session file; a JSON-able dict (``SessionScore`` fields).
 
@@ -286,7 +339,9 @@ def score_session_file(
     if configs and isinstance(task_id, int | str) and str(task_id).lstrip("-").isdigit():
         config = configs.get(int(task_id))
     try:
-        return evaluate_session(session, config, trust_configs=trust_configs).to_dict()
+        return evaluate_session(
+            session, config, trust_configs=trust_configs, recorded_only=recorded_only
+        ).to_dict()
     except CDPIntegrationError:
         raise
     except Exception as exc:  # the evaluator itself failed on this episode

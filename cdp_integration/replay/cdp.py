@@ -78,7 +78,19 @@ class MockCDPSession(CDPSession):
         return value
 
     def _dom_snapshot(self, params: dict[str, Any]) -> dict[str, Any]:
-        snapshot: dict[str, Any] = self._tab("DOMSnapshot.captureSnapshot", "dom_snapshot")
+        """The captured snapshot; else one taken now of the captured page in the offline sandbox
+        (same HTML and stylesheets; layout from the sandbox's viewport, images absent)."""
+        tab = self._page._tab
+        if tab is not None and tab.dom_snapshot is not None:
+            return tab.dom_snapshot
+        offline = self._page._offline_page("DOMSnapshot.captureSnapshot", None)
+        cdp = offline.context.new_cdp_session(offline)
+        try:
+            snapshot: dict[str, Any] = cdp.send(
+                "DOMSnapshot.captureSnapshot", {"computedStyles": [], **params}
+            )
+        finally:
+            cdp.detach()
         return snapshot
 
     def _ax_tree(self, params: dict[str, Any]) -> dict[str, Any]:

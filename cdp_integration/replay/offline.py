@@ -51,7 +51,11 @@ class ReplayDocument:
     local_storage: Mapping[str, str] = field(default_factory=dict)
     session_storage: Mapping[str, str] = field(default_factory=dict)
     resources: Mapping[str, Resource] = field(default_factory=dict)
-    """Bodies the session holds, by URL without fragment (iframes, fetched JSON, ...)."""
+    """Bodies the session holds, by URL without fragment (stylesheets, iframes, fetched JSON, ...)."""
+    frames: Mapping[str, str] = field(default_factory=dict)
+    """Child frames' captured documents, by URL without fragment (served before ``resources``)."""
+    cssom_styles: tuple[Mapping[str, Any], ...] = ()
+    """Adopted and CSSOM-inserted style rules (``CSSOMStyle`` dumps), applied after load."""
 
 
 class OfflineBrowser:
@@ -99,6 +103,8 @@ class OfflineBrowser:
                 page.goto(document.url, wait_until="domcontentloaded")
             else:
                 page.set_content(document.html, wait_until="domcontentloaded")
+            if document.cssom_styles:
+                page.evaluate(_APPLY_CSSOM_STYLES, [dict(style) for style in document.cssom_styles])
             if document.local_storage or document.session_storage:
                 page.evaluate(
                     """([local, session]) => {
@@ -145,6 +151,10 @@ class OfflineBrowser:
         ):
             route.fulfill(status=200, content_type="text/html; charset=utf-8", body=document.html)
             return
+        frame_html = document.frames.get(url) if request.is_navigation_request() else None
+        if frame_html is not None:
+            route.fulfill(status=200, content_type="text/html; charset=utf-8", body=frame_html)
+            return
         resource = document.resources.get(url)
         if resource is not None and request.method == "GET":
             route.fulfill(status=resource.status, headers=dict(resource.headers), body=resource.body)
@@ -164,6 +174,32 @@ class OfflineBrowser:
 
 
 _IDLE_PAGES = 4
+
+_APPLY_CSSOM_STYLES = """(styles) => {
+  const find = (path) => {
+    let root = document, element = null;
+    for (let depth = 0; depth < path.length; depth++) {
+      if (depth > 0) { root = element && element.shadowRoot; if (!root) return null; }
+      element = root.querySelectorAll("*")[path[depth]] || null;
+    }
+    return element;
+  };
+  const sheet = (css) => { const s = new CSSStyleSheet(); s.replaceSync(css); return s; };
+  for (const style of styles) {
+    if (style.target === "adopted") {
+      const root = style.path.length ? (find(style.path) || {}).shadowRoot : document;
+      if (root) root.adoptedStyleSheets = style.css.map(sheet);
+    } else {
+      const element = find(style.path);
+      if (element && element.sheet) {
+        for (const rule of sheet(style.css.join("\\n")).cssRules) {
+          element.sheet.insertRule(rule.cssText, element.sheet.cssRules.length);
+        }
+      }
+    }
+  }
+}"""
+"""Re-creates what ``capture.state.read_cssom_styles`` read, on the replayed document."""
 
 _shared = OfflineBrowser()
 

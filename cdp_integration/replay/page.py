@@ -10,6 +10,12 @@ unmodified evaluators accept them. They answer, in order of preference:
    logger snapshotted, with JavaScript run in the sandboxed offline browser (``replay.offline``);
 3. otherwise a ``ReplayMissError`` that names the question and the closest recorded entries.
 
+The context counts where each answer came from (``answers``: ``recorded`` / ``reconstructed``), so a
+score can say so; with ``recorded_only`` a reconstructed answer is a ``ReconstructedAnswerError``
+naming the question. Reconstructed JavaScript runs through ``replay.guard``, which refuses what the
+sandbox cannot answer faithfully (events on a scripted page, page functions, CSS-dependent reads
+without the page's stylesheets).
+
 Any other Playwright method raises ``ReplayMissError`` naming it: replayed pages are read-only views.
 """
 
@@ -18,6 +24,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime
+import re
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -25,7 +32,8 @@ from urllib.parse import urldefrag, urlsplit
 
 from playwright.sync_api import BrowserContext, Error, Locator, Page
 
-from cdp_integration.errors import ReplayMissError
+from cdp_integration.errors import ReconstructedAnswerError, ReplayMissError
+from cdp_integration.replay.guard import guarded_evaluate, unstyled_stylesheets
 from cdp_integration.replay.offline import ReplayDocument, Resource, offline_browser
 from cdp_integration.replay.recorded import CallBook, nearest
 from cdp_integration.session.models import Cookie, Evaluation, EvaluatorCall, TabState
@@ -53,6 +61,13 @@ def _origin(url: str) -> str:
 
 def _same_document(a: str, b: str) -> bool:
     return urldefrag(a)[0] == urldefrag(b)[0]
+
+
+def _document_name(url: str) -> str:
+    """The last path or query token of ``url`` (``/doku.php/a:b`` and ``/doku.php?id=a:b`` give ``a:b``)."""
+    parts = urlsplit(urldefrag(url)[0])
+    tokens = [t for t in re.split(r"[/?&=]", f"{parts.path}?{parts.query}") if t]
+    return f"{parts.netloc}|{tokens[-1]}" if tokens else ""
 
 
 def _playwright_cookie(cookie: Cookie) -> dict[str, Any]:
@@ -94,7 +109,12 @@ class MockBrowserContext(BrowserContext):
     """The tabs, cookies and storage of one captured step, plus the pages an evaluator opens."""
 
     def __init__(
-        self, session: Session, step: int = -1, *, evaluation: Evaluation | Literal["auto"] | None = "auto"
+        self,
+        session: Session,
+        step: int = -1,
+        *,
+        evaluation: Evaluation | Literal["auto"] | None = "auto",
+        recorded_only: bool = False,
     ) -> None:
         # Deliberately not calling BrowserContext.__init__: there is no live context behind this one.
         self._session = session
@@ -108,6 +128,9 @@ class MockBrowserContext(BrowserContext):
         self._opened = 0
         self.misses: list[str] = []
         """Questions no recording or captured page could answer (evaluators may swallow the error)."""
+        self.recorded_only = recorded_only
+        self.answers: dict[str, int] = {"recorded": 0, "reconstructed": 0}
+        """How many questions were answered from the live recording / reconstructed from captured pages."""
         self._pages: list[MockPage] = [
             MockPage(self, url=tab.url, tab=tab, index=0 if tab is self.step.active_tab else -1)
             for tab in self.step.tabs
@@ -162,10 +185,15 @@ class MockBrowserContext(BrowserContext):
     # -- documents ---------------------------------------------------------------------------
 
     def _session_resources(self) -> dict[str, Resource]:
-        """Bodies of the GET responses captured up to this step (latest wins), by URL."""
+        """Bodies of the GET responses captured up to this step (latest wins), by URL, and the
+        subresources (stylesheets) read from the page."""
         if self._resources is None:
             found: dict[str, Resource] = {}
             for step in self._session.steps[: self._position + 1]:
+                for resource in step.resources:
+                    body = base64.b64decode(resource.body) if resource.body_base64 else resource.body.encode()
+                    mime = resource.mime_type or "application/octet-stream"
+                    found[urldefrag(resource.url)[0]] = Resource(200, {"content-type": mime}, body)
                 for exchange in step.network:
                     response = exchange.response
                     if exchange.request.method != "GET" or response is None or response.status >= 300:
@@ -201,6 +229,8 @@ class MockBrowserContext(BrowserContext):
             local_storage=dict(self.step.local_storage.get(origin, {})),
             session_storage=dict(tab.session_storage.get(origin, {})),
             resources=self._session_resources(),
+            frames={urldefrag(f.url)[0]: f.html for f in tab.frames if f.html is not None},
+            cssom_styles=tuple(style.model_dump() for style in tab.cssom_styles),
         )
 
     def known_urls(self) -> list[str]:
@@ -208,6 +238,39 @@ class MockBrowserContext(BrowserContext):
         if self.evaluation:
             urls += [p.url for p in self.evaluation.pages]
         return urls + self.calls.urls()
+
+    def miss_hints(self, url: str, known: list[str]) -> str:
+        """Why a near-identical capture was not used: another URL form, or an earlier step."""
+        hints = []
+        name = _document_name(url)
+        other_forms = [k for k in known if name and _document_name(k) == name and not _same_document(k, url)]
+        if other_forms:
+            hints.append(
+                f"{other_forms[0]} may be the same document at another URL form, but only the application's "
+                "routing could say so: ask for the captured URL, or capture with the task's config"
+            )
+        earlier = [
+            s.index
+            for s in self._session.steps[: self.step.index]
+            if any(_same_document(t.url, url) and t.html is not None for t in s.tabs)
+        ]
+        if earlier:
+            hints.append(
+                f"this URL was captured at step {earlier[-1]}, not at step {self.step.index}; the application's "
+                "state may have changed since, so that capture is not used"
+            )
+        return "".join(f"; {hint}" for hint in hints)
+
+    def answered(self, kind: str, question: str, url: str) -> None:
+        """Count an answer; with ``recorded_only`` a reconstructed one raises (and is remembered)."""
+        if kind == "reconstructed" and self.recorded_only:
+            error = ReconstructedAnswerError(
+                f"{question} on {url} (step {self.step.index}): the live evaluator never asked this, and "
+                "recorded-only scoring refuses an answer reconstructed from the captured page"
+            )
+            self.misses.append(str(error))
+            raise error
+        self.answers[kind] += 1
 
     def _forget(self, page: MockPage) -> None:
         with contextlib.suppress(ValueError):
@@ -240,7 +303,21 @@ class MockPage(Page):
     # -- recorded answers --------------------------------------------------------------------
 
     def _recorded(self, op: str, arg: str | None = None) -> EvaluatorCall | None:
-        return self._context.calls.answer(self._url, self._history, op, arg)
+        call = self._context.calls.answer(self._url, self._history, op, arg)
+        if call is not None:
+            self._context.answered("recorded", op, self._url)
+        return call
+
+    def _reconstructed(self, op: str, arg: str | None = None) -> None:
+        self._context.answered("reconstructed", f"{op}({arg!r})" if arg is not None else f"{op}()", self._url)
+
+    def _guarded(self, page: Any, expression: str, arg: Any = None) -> Any:
+        """Run reconstructed JavaScript in the sandbox; a refusal is remembered as a miss."""
+        try:
+            return guarded_evaluate(page, expression, arg, url=self._url)
+        except ReplayMissError as exc:
+            self._context.misses.append(str(exc))
+            raise
 
     @staticmethod
     def _replay_outcome(call: EvaluatorCall) -> Any:
@@ -260,7 +337,7 @@ class MockPage(Page):
         error = ReplayMissError(
             f"{asked} on {self._url} (step {self._context.step.index}): no recorded answer and no captured page "
             f"at this URL; captured pages: {', '.join(known) or 'none'}; closest recorded calls: "
-            f"{'; '.join(closest) or 'none'}"
+            f"{'; '.join(closest) or 'none'}{self._context.miss_hints(self._url, known)}"
         )
         self._context.misses.append(str(error))
         return error
@@ -274,8 +351,13 @@ class MockPage(Page):
             self._offline = offline_browser().open(document)
             self._offline_ran = 0
         for expression in self._history[self._offline_ran :]:
-            with contextlib.suppress(Exception):
-                self._offline.evaluate(expression)
+            # Expressions answered from the recording ran live; offline they must have the same effect.
+            try:
+                self._guarded(self._offline, expression)
+            except ReplayMissError:
+                raise
+            except Exception:  # it failed live too, or its failure changes nothing offline
+                pass
         self._offline_ran = len(self._history)
         return self._offline
 
@@ -301,6 +383,7 @@ class MockPage(Page):
         call = self._recorded("title")
         if call is not None:
             return str(self._replay_outcome(call))
+        self._reconstructed("title")
         if self._tab is not None and _same_document(self._tab.url, self._url):
             return self._tab.title
         return str(self._offline_page("title", None).title())
@@ -309,6 +392,7 @@ class MockPage(Page):
         call = self._recorded("content")
         if call is not None:
             return str(self._replay_outcome(call))
+        self._reconstructed("content")
         if not self._history:
             document = self._captured()
             if document is None:
@@ -321,10 +405,11 @@ class MockPage(Page):
         if call is not None:
             self._history.append(expression)
             return self._replay_outcome(call)
+        self._reconstructed("evaluate", expression)
         page = self._offline_page("evaluate", expression)
         self._history.append(expression)
         self._offline_ran += 1
-        return page.evaluate(expression, arg)
+        return self._guarded(page, expression, arg)
 
     def goto(
         self,
@@ -402,33 +487,48 @@ class MockLocator(Locator):
     def __repr__(self) -> str:
         return f"<MockLocator selector={self._selector!r} url={self._page.url!r}>"
 
-    def _live(self) -> Locator:
-        return self._page._offline_page("locator", self._selector).locator(self._selector)
+    def _live(self, op: str = "count", *, layout: bool = False) -> Locator:
+        page = self._page
+        page._reconstructed(f"locator({self._selector!r}).{op}")
+        offline = page._offline_page("locator", self._selector)
+        unstyled = unstyled_stylesheets(offline) if layout else []
+        if unstyled:
+            error = ReplayMissError(
+                f"locator({self._selector!r}).{op}() on {page.url}: depends on CSS, and the sandbox has no body "
+                f"for the page's stylesheet(s) {', '.join(unstyled[:3])}, so the answer could differ from live"
+            )
+            page.context.misses.append(str(error))
+            raise error
+        return offline.locator(self._selector)
 
     @property
     def page(self) -> MockPage:
         return self._page
 
     def count(self) -> int:
-        return self._live().count()
+        return self._live("count").count()
 
     def inner_text(self, *, timeout: Timeout = None) -> str:
-        return self._live().inner_text(timeout=timeout if timeout is not None else 1000.0)
+        return self._live("inner_text", layout=True).inner_text(
+            timeout=timeout if timeout is not None else 1000.0
+        )
 
     def text_content(self, *, timeout: Timeout = None) -> str | None:
-        return self._live().text_content(timeout=timeout if timeout is not None else 1000.0)
+        return self._live("text_content").text_content(timeout=timeout if timeout is not None else 1000.0)
 
     def inner_html(self, *, timeout: Timeout = None) -> str:
-        return self._live().inner_html(timeout=timeout if timeout is not None else 1000.0)
+        return self._live("inner_html").inner_html(timeout=timeout if timeout is not None else 1000.0)
 
     def get_attribute(self, name: str, *, timeout: Timeout = None) -> str | None:
-        return self._live().get_attribute(name, timeout=timeout if timeout is not None else 1000.0)
+        return self._live("get_attribute").get_attribute(
+            name, timeout=timeout if timeout is not None else 1000.0
+        )
 
     def all_inner_texts(self) -> list[str]:
-        return self._live().all_inner_texts()
+        return self._live("all_inner_texts", layout=True).all_inner_texts()
 
     def all_text_contents(self) -> list[str]:
-        return self._live().all_text_contents()
+        return self._live("all_text_contents").all_text_contents()
 
     def is_visible(self, *, timeout: Timeout = None) -> bool:
-        return self._live().is_visible()
+        return self._live("is_visible", layout=True).is_visible()

@@ -14,12 +14,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "FORMAT_VERSION",
+    "CSSOMStyle",
     "CaptureFault",
     "Cookie",
     "Evaluation",
     "EvaluatorCall",
+    "FrameState",
     "HttpCall",
     "NetworkExchange",
+    "PageResource",
     "RequestInfo",
     "ResponseInfo",
     "SessionEnd",
@@ -29,8 +32,9 @@ __all__ = [
     "TrafficOrigin",
 ]
 
-FORMAT_VERSION = 1
-"""Bumped on any change a reader of the previous version could misread."""
+FORMAT_VERSION = 2
+"""Bumped on any change a reader of the previous version could misread. 2: chunked HTML and DOM
+snapshots (blob ``kind``), captured stylesheets (``Step.resources``); format 1 still reads."""
 
 TrafficOrigin = Literal["agent", "evaluator"]
 """Who caused a request: the agent's episode, or the live evaluator's own tabs during ``validate()``."""
@@ -56,6 +60,40 @@ class Cookie(_Record):
     model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
 
+class FrameState(_Record):
+    """The document of a child frame (a same-origin iframe) as it was, serialized like the tab's HTML."""
+
+    url: str
+    name: str = ""
+    html: str | None = None
+
+
+class CSSOMStyle(_Record):
+    """Style rules that exist only in the CSSOM, not in the serialized HTML.
+
+    ``adopted``: the constructed stylesheets adopted by the document (``path`` empty) or by the open
+    shadow root of the element at ``path``; ``style_element``: rules inserted through the CSSOM into
+    the empty ``<style>`` at ``path``. A path is a list of indexes into ``root.querySelectorAll("*")``,
+    each after the first taken inside the shadow root of the element the previous one found.
+    """
+
+    target: Literal["adopted", "style_element"]
+    path: list[int] = []
+    css: list[str] = []
+
+
+class PageResource(_Record):
+    """A subresource body read from the renderer (``Page.getResourceContent``): stylesheets, so the
+    page renders offline as it did live. Stored once per URL per session, at the first step that had it."""
+
+    url: str
+    type: str
+    """CDP resource type: ``Stylesheet``, ``Font``, ``Image``."""
+    mime_type: str = ""
+    body: str
+    body_base64: bool = False
+
+
 class TabState(_Record):
     """An open tab at capture time. DOM fields are captured for every tab (``dom`` option)."""
 
@@ -73,6 +111,10 @@ class TabState(_Record):
     """Base64 PNG, only with the ``screenshot`` option."""
     ax_tree: dict[str, Any] | None = None
     """``Accessibility.getFullAXTree`` result, only with the ``accessibility_tree`` option."""
+    frames: list[FrameState] = []
+    """Same-origin child frames' documents (format 2)."""
+    cssom_styles: list[CSSOMStyle] = []
+    """Adopted stylesheets and CSSOM-inserted rules the HTML lacks (format 2)."""
 
 
 class RequestInfo(_Record):
@@ -203,6 +245,8 @@ class Step(_Record):
     local_storage: dict[str, dict[str, str]] = {}
     """Per origin; localStorage is shared by the tabs of a browser context."""
     network: list[NetworkExchange] = []
+    resources: list[PageResource] = []
+    """Subresources (stylesheets) first seen at this step; later steps reuse them (format 2)."""
     reward: float | None = None
     """The live per-step reward, when the capture ran inside an env that computed one."""
     capture_ms: float = 0.0

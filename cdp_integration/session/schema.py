@@ -22,6 +22,9 @@ class BlobRecord(BaseModel):
     model_config = ConfigDict(extra="forbid")
     type: Literal["blob"]
     id: str
+    kind: Literal["text", "dom"] | None = None
+    """Absent: ``data`` is the value. ``text``: ``data`` lists the string blobs the value joins.
+    ``dom``: ``data`` is an encoded DOM snapshot whose lists may be ``{"$chunks": [ids]}``."""
     data: Any
 
 

@@ -4,9 +4,15 @@ On disk a session is one gzip stream of JSON lines (``zcat`` shows it)::
 
     {"type": "header", ...SessionHeader}
     {"type": "blob", "id": "<hash>", "data": <str | object>}     once per distinct large value
+    {"type": "blob", "id": "<hash>", "kind": "text" | "dom", "data": ...}   a value made of chunks
     {"type": "step", ...Step, large values replaced by {"$blob": "<hash>"}}
     ...
     {"type": "end", ...SessionEnd}
+
+Format 2 stores a tab's HTML and DOM snapshot as chunks (``session/chunks.py``): a ``text`` blob's
+data is the list of the string blobs it joins; a ``dom`` blob's data is an encoded snapshot whose
+long lists are ``{"$chunks": [ids]}`` of list blobs. Chunks come before the blob made of them, and
+the reader assembles it when it reads that blob. Format 1 files (no ``kind``) read unchanged.
 
 The writer flushes the compressor (``Z_SYNC_FLUSH``) after every record, so a process killed at any
 point leaves a file whose every completed step decompresses; the reader stops at the first
@@ -30,6 +36,7 @@ import pydantic
 
 from cdp_integration._version import __version__
 from cdp_integration.errors import SessionFormatError, SessionVersionError, StepIndexError
+from cdp_integration.session.chunks import decode_snapshot, encode_snapshot, split_list, split_text
 from cdp_integration.session.limits import SessionLimits, check_depth, count_values, open_regular_file
 from cdp_integration.session.models import (
     FORMAT_VERSION,
@@ -56,6 +63,7 @@ MAX_SESSION_BYTES = 2 * 1024**3
 """Decompressed size beyond which a file is refused (a decompression-bomb guard)."""
 
 _BLOB_KEY = "$blob"
+_CHUNKS_KEY = "$chunks"
 _INLINE_LIMIT = 1024
 """Evaluator answers and judge responses longer than this are stored as blobs (page HTML repeats)."""
 _TAB_BLOB_FIELDS = ("html", "dom_snapshot", "screenshot_png", "ax_tree")
@@ -134,10 +142,43 @@ def _digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+def _expand_chunks(value: Any, blobs: dict[str, Any]) -> Any:
+    """An encoded snapshot with its ``{"$chunks": [ids]}`` lists joined from the list blobs."""
+    if isinstance(value, dict):
+        if _CHUNKS_KEY in value:
+            joined: list[Any] = []
+            for chunk_id in value[_CHUNKS_KEY]:
+                part = blobs[chunk_id]
+                if not isinstance(part, list):
+                    raise ValueError(f"chunk {chunk_id!r} is not a list")
+                joined += part
+            return joined
+        return {key: _expand_chunks(item, blobs) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_expand_chunks(item, blobs) for item in value]
+    return value
+
+
+def _assemble(kind: Any, data: Any, blobs: dict[str, Any]) -> Any:
+    """The value of a blob record made of chunks written before it (``kind`` ``text`` or ``dom``)."""
+    try:
+        if kind == "text":
+            parts = [blobs[chunk_id] for chunk_id in data]
+            if not all(isinstance(part, str) for part in parts):
+                raise ValueError("a text chunk is not a string")
+            return "".join(parts)
+        if kind == "dom":
+            return decode_snapshot(_expand_chunks(data, blobs))
+    except (LookupError, TypeError, ValueError) as exc:
+        raise ValueError(f"cannot assemble {kind} blob: {exc!r}") from None
+    raise ValueError(f"unknown blob kind {kind!r}")
+
+
 class SessionWriter:
     """Appends records to a ``*.partial`` session file; ``finish()`` finalizes it atomically.
 
-    Large values equal to one written before are referenced, not written again.
+    Large values equal to one written before are referenced, not written again; a tab's HTML and
+    DOM snapshot are written as chunks, so only the parts a step changed are new.
     """
 
     def __init__(self, partial_path: Path, header: SessionHeader, *, compresslevel: int = 3) -> None:
@@ -146,37 +187,95 @@ class SessionWriter:
         self._file: BinaryIO = open(partial_path, "wb")  # noqa: SIM115 - closed in finish()/abort()
         self._zip = zlib.compressobj(compresslevel, zlib.DEFLATED, 31)
         self._blobs: set[str] = set()
+        self._last: dict[str, tuple[Any, dict[str, str]]] = {}
+        """Per chunked field: the last value written and its reference (an unchanged page skips the work)."""
         self.bytes_written = 0
         self.closed = False
         self._write({"type": "header", **header.model_dump(mode="json")})
 
     def _write(self, record: dict[str, Any]) -> None:
-        line = orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+        self._write_line(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+
+    def _write_line(self, line: bytes) -> None:
         chunk = self._zip.compress(line) + self._zip.flush(zlib.Z_SYNC_FLUSH)
         self._file.write(chunk)
         self._file.flush()
         self.bytes_written += len(chunk)
 
-    def _blob(self, value: Any) -> dict[str, str]:
-        raw = value.encode() if isinstance(value, str) else orjson.dumps(value)
-        blob_id = _digest(raw)
+    def _blob(self, value: Any, kind: str | None = None) -> str:
+        """Write ``value`` once (serialized once) and return its id."""
+        if isinstance(value, str) and kind is None:
+            data, blob_id = None, _digest(value.encode())
+        else:
+            data = orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY)
+            blob_id = _digest(f"{kind or 'json'}\0".encode() + data)
         if blob_id not in self._blobs:
-            self._write({"type": "blob", "id": blob_id, "data": value})
+            head: dict[str, Any] = {"type": "blob", "id": blob_id}
+            if kind is not None:
+                head["kind"] = kind
+            if data is None:
+                data = orjson.dumps(value)
+            self._write_line(orjson.dumps(head)[:-1] + b',"data":' + data + b"}\n")
             self._blobs.add(blob_id)
-        return {_BLOB_KEY: blob_id}
+        return blob_id
 
     def write_step(self, step: Step) -> int:
         """Append one step; returns the compressed bytes it added to the file."""
         before = self.bytes_written
-        record = step.model_dump(mode="json", by_alias=True)
-        _map_large_values(record, self._externalize)
+        # The bulky tab values are taken from the model as they are: dumping a 15,000-node DOM
+        # snapshot through pydantic costs more than writing it.
+        record = step.model_dump(
+            mode="json", by_alias=True, exclude={"tabs": {"__all__": set(_TAB_BLOB_FIELDS)}}
+        )
+        for tab_record, tab in zip(record["tabs"], step.tabs, strict=True):
+            for name in _TAB_BLOB_FIELDS:
+                tab_record[name] = self._externalize(getattr(tab, name), name)
+            for frame in _dicts(tab_record.get("frames")):
+                frame["html"] = self._externalize(frame.get("html"), "html")
+        _map_large_values(record, self._externalize, skip_tabs=True)
         self._write({"type": "step", **record})
         return self.bytes_written - before
 
-    def _externalize(self, value: Any, always: bool) -> Any:
-        if value is None or (not always and not (isinstance(value, str) and len(value) > _INLINE_LIMIT)):
+    def _externalize(self, value: Any, kind: str) -> Any:
+        if value is None or (
+            kind == "answer" and not (isinstance(value, str) and len(value) > _INLINE_LIMIT)
+        ):
             return value
-        return self._blob(value)
+        if kind in ("html", "dom_snapshot"):
+            last = self._last.get(kind)
+            if last is not None and (last[0] is value or last[0] == value):
+                return dict(last[1])
+            ref = self._chunked(value, kind)
+            self._last[kind] = (value, ref)
+            return dict(ref)
+        return {_BLOB_KEY: self._blob(value)}
+
+    def _chunked(self, value: Any, kind: str) -> dict[str, str]:
+        if kind == "html" and isinstance(value, str):
+            pieces = split_text(value)
+            if len(pieces) > 1:
+                return {_BLOB_KEY: self._blob([self._blob(piece) for piece in pieces], "text")}
+        if kind == "dom_snapshot" and isinstance(value, dict):
+            encoded = encode_snapshot(value)
+            if encoded is not None:
+                return {_BLOB_KEY: self._blob(self._chunk_lists(encoded), "dom")}
+        return {_BLOB_KEY: self._blob(value)}
+
+    def _chunk_lists(self, encoded: dict[str, Any]) -> dict[str, Any]:
+        """An encoded snapshot whose long lists (per document: nodes, layout, text boxes) are chunk ids."""
+        documents = []
+        for document in encoded["documents"]:
+            out = dict(document)
+            for group in ("nodes", "layout", "textBoxes"):
+                if isinstance(document.get(group), dict):
+                    out[group] = {
+                        key: {_CHUNKS_KEY: [self._blob(part) for part in split_list(value)]}
+                        if isinstance(value, list) and len(value) > 64
+                        else value
+                        for key, value in document[group].items()
+                    }
+            documents.append(out)
+        return {"documents": documents}
 
     def finish(self, end: SessionEnd, final_path: Path) -> Path:
         """Write the end record, close the stream, fsync, and rename to ``final_path``."""
@@ -322,24 +421,34 @@ def _dicts(value: Any) -> list[dict[str, Any]]:
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
-def _map_large_values(record: dict[str, Any], convert: Callable[[Any, bool], Any]) -> None:
-    """Apply ``convert(value, always)`` to every place a step or end record keeps a large value.
+def _map_large_values(
+    record: dict[str, Any], convert: Callable[[Any, str], Any], *, skip_tabs: bool = False
+) -> None:
+    """Apply ``convert(value, kind)`` to every place a step or end record keeps a large value.
 
-    ``always``: the place holds bulk data (HTML, DOM snapshots, bodies) and is stored as a blob
-    whatever its size; otherwise only long strings are (evaluator answers, judge responses).
+    ``kind``: the tab field name (``html``, ``dom_snapshot``, ...) or ``body``: bulk data stored as
+    a blob whatever its size; ``answer``: evaluator answers and judge responses, stored as blobs
+    only when long. ``skip_tabs``: the record's own tabs were converted already.
     """
 
     def tabs(items: Any) -> None:
         for tab in _dicts(items):
             for name in _TAB_BLOB_FIELDS:
                 if name in tab:
-                    tab[name] = convert(tab[name], True)
+                    tab[name] = convert(tab[name], name)
+            for frame in _dicts(tab.get("frames")):
+                if "html" in frame:
+                    frame["html"] = convert(frame["html"], "html")
 
-    tabs(record.get("tabs"))
+    if not skip_tabs:
+        tabs(record.get("tabs"))
     for exchange in _dicts(record.get("network")):
         response = exchange.get("response")
         if isinstance(response, dict) and "body" in response:
-            response["body"] = convert(response["body"], True)
+            response["body"] = convert(response["body"], "body")
+    for resource in _dicts(record.get("resources")):
+        if "body" in resource:
+            resource["body"] = convert(resource["body"], "body")
     for name in ("evaluation", "probe"):
         evaluation = record.get(name)
         if not isinstance(evaluation, dict):
@@ -347,10 +456,10 @@ def _map_large_values(record: dict[str, Any], convert: Callable[[Any, bool], Any
         tabs(evaluation.get("pages"))
         for call in _dicts(evaluation.get("calls")):
             if "result" in call:
-                call["result"] = convert(call["result"], False)
+                call["result"] = convert(call["result"], "answer")
         for call in _dicts(evaluation.get("http")):
             if "response_body" in call:
-                call["response_body"] = convert(call["response_body"], False)
+                call["response_body"] = convert(call["response_body"], "answer")
 
 
 def _one_line(exc: pydantic.ValidationError) -> str:
@@ -432,7 +541,13 @@ def _read_records(
         elif kind == "blob":
             if not isinstance(record.get("id"), str) or "data" not in record:
                 raise SessionFormatError(f"{source}: line {number}: malformed blob record")
-            blobs[record["id"]] = record["data"]
+            if record.get("kind") is None:
+                blobs[record["id"]] = record["data"]
+            else:
+                try:
+                    blobs[record["id"]] = _assemble(record["kind"], record["data"], blobs)
+                except ValueError as exc:
+                    raise SessionFormatError(f"{source}: line {number}: {exc}") from None
         elif kind == "step":
             if len(steps) >= limits.max_steps:
                 raise SessionFormatError(

@@ -24,7 +24,7 @@ from cdp_integration.capture.logger import CDPSessionLogger
 from cdp_integration.cli import cli
 from cdp_integration.demo import DemoSite
 from cdp_integration.demo.tasks import configure_demo_environment, site_urls
-from cdp_integration.errors import ReplayMissError
+from cdp_integration.errors import ReconstructedAnswerError, ReplayMissError
 from cdp_integration.evaluate.scoring import evaluate_session
 from cdp_integration.replay import (
     MockBrowserContext,
@@ -87,7 +87,10 @@ def captured(browser, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tupl
         configure_demo_environment(base)
         context = browser.new_context()
         page = context.new_page()
-        logger = CDPSessionLogger(folder, instance_id="review-probe", task={"site_urls": site_urls(base)})
+        # Stylesheet bodies too: the sandbox then applies the page's CSS, so innerText can be answered.
+        logger = CDPSessionLogger(
+            folder, instance_id="review-probe", task={"site_urls": site_urls(base)}, response_bodies="all"
+        )
         logger.attach_to_page(page)
         page.goto(base + "/login")
         logger.capture_state_snapshot("action", action="goto /login")
@@ -206,16 +209,29 @@ def test_rescore_with_an_edited_config(
     edited["eval"]["program_html"][1]["required_contents"] = {"exact_match": "somebody else"}
     path = tmp_path / "edited.json"
     path.write_text(json.dumps(edited))
-    assert evaluate_session(session, path).score == 0.0  # same questions, recorded answers, other verdict
+    same_questions = evaluate_session(session, path)
+    assert same_questions.score == 0.0  # same questions, recorded answers, other verdict
+    assert same_questions.provenance == "recorded" and same_questions.answers["reconstructed"] == 0
     edited["eval"]["program_html"][0]["locator"] = "document.querySelector('h1').outerText"
     edited["eval"]["program_html"][0]["required_contents"] = {"exact_match": "Ceramic Coffee Mug Set"}
     edited["eval"]["program_html"][1]["required_contents"] = {"exact_match": "Emma Lopez"}
-    assert evaluate_session(session, edited).score == 1.0  # a new question, answered by the captured DOM
+    new_question = evaluate_session(session, edited)
+    assert new_question.score == 1.0  # a new question, answered by the captured DOM
+    assert new_question.provenance == "mixed" and new_question.answers["reconstructed"] >= 1
+    with pytest.raises(ReconstructedAnswerError, match=r"outerText.*recorded-only"):
+        evaluate_session(session, edited, recorded_only=True)
+    edited_path = tmp_path / "edited-new-question.json"
+    edited_path.write_text(json.dumps(edited))
+    refused = CliRunner().invoke(
+        cli, ["rescore", str(session.path), "--config", str(edited_path), "--recorded-only"]
+    )
+    assert refused.exit_code == 2 and "recorded-only" in refused.output
     edited["eval"]["program_html"][2]["url"] = base + "/orders"
     with pytest.raises(ReplayMissError, match="/orders"):
         evaluate_session(session, edited)
     result = CliRunner().invoke(cli, ["rescore", str(session.path), "--config", str(path)])
     assert result.exit_code == 0 and "final-state score 0.0" in result.output
+    assert "provenance recorded" in result.output
 
 
 def test_cdp_session_answers_from_the_capture(captured: tuple[Session, float]) -> None:

@@ -37,6 +37,10 @@ def demo_session(demo_site: DemoSite, tmp_path_factory: pytest.TempPathFactory) 
     return load_session(run_episode(episode, demo_site.base_url, tmp_path_factory.mktemp("coverage")))
 
 
+_GUARD_REASONS = ("depends on CSS", "dispatches", "scripts do not run")
+"""Why ``replay.guard`` refuses an expression whose offline answer could differ from live."""
+
+
 def test_every_program_html_expression_runs_offline(demo_session: Session) -> None:
     import webarena.evaluation_harness.evaluators as evaluators
 
@@ -55,6 +59,9 @@ def test_every_program_html_expression_runs_offline(demo_session: Session) -> No
                 counts["prep_action ran"] += 1
             except PlaywrightError:
                 counts["prep_action threw (its own JS)"] += 1
+            except ReplayMissError as exc:
+                assert any(reason in str(exc) for reason in _GUARD_REASONS), exc
+                counts["prep_action refused (scripts/CSS)"] += 1
             except Exception as exc:
                 failures.append(f"prep {prep!r}: {type(exc).__name__}: {exc}")
         if not locator.strip():
@@ -66,6 +73,9 @@ def test_every_program_html_expression_runs_offline(demo_session: Session) -> No
                 counts["js locator ran"] += 1
             except PlaywrightError:
                 counts["js locator threw (its own JS)"] += 1
+            except ReplayMissError as exc:
+                assert any(reason in str(exc) for reason in _GUARD_REASONS), exc
+                counts["js locator refused (scripts/CSS)"] += 1
             except Exception as exc:
                 failures.append(f"locator {locator!r}: {type(exc).__name__}: {exc}")
         elif locator.startswith("func:"):

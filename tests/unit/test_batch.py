@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from cdp_integration.cli import cli
-from cdp_integration.errors import EvaluationError, SessionFormatError
+from cdp_integration.errors import EvaluationError, ReconstructedAnswerError, SessionFormatError
 from cdp_integration.evaluate import batch
 from cdp_integration.evaluate.batch import WORKER_CRASH, load_configs, score_directory
 
@@ -113,6 +113,7 @@ def test_every_session_becomes_one_openhands_style_line(tmp_path: Path) -> None:
         "error_type": None,
         "duration_ms": 1.5,
         "partial": False,
+        "provenance": None,
     }
     assert a["metadata"] == {"session_path": "a.session.jsonl.gz", "scorer": "verified"}
 
@@ -372,3 +373,33 @@ def test_eval_infer_script_runs_the_same_command(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert done.stderr == f"eval_infer.py: error: {tmp_path / 'missing'}: sessions directory not found\n"
+
+
+def provenance_score(path: Path, configs: Mapping[int, dict[str, Any]] | None = None, **kwargs: Any) -> Any:
+    """A scorer whose sessions say where their answers came from; refuses reconstructed ones on request."""
+    spec = orjson.loads(Path(path).read_bytes())
+    if kwargs.get("recorded_only") and spec["provenance"] != "recorded":
+        raise ReconstructedAnswerError(f"{path}: evaluate('x') on http://shop/ was not recorded")
+    return {"task_id": spec.get("task_id"), "score": 1.0, "provenance": spec["provenance"]}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_provenance_is_written_and_recorded_only_reaches_the_scorer(tmp_path: Path, workers: int) -> None:
+    sessions = tmp_path / "sessions"
+    write_spec(sessions, "rec", task_id=1, provenance="recorded")
+    write_spec(sessions, "recon", task_id=2, provenance="reconstructed")
+    score_directory(sessions, tmp_path / "all", progress=False, score_fn=provenance_score, workers=workers)
+    lines = by_path(read_lines(tmp_path / "all"))
+    assert lines["recon.session.jsonl.gz"]["test_result"]["provenance"] == "reconstructed"
+    summary = score_directory(
+        sessions,
+        tmp_path / "strict",
+        progress=False,
+        score_fn=provenance_score,
+        workers=workers,
+        recorded_only=True,
+    )
+    assert summary.error_types == {"ReconstructedAnswerError": 1}
+    strict = by_path(read_lines(tmp_path / "strict"))
+    assert strict["rec.session.jsonl.gz"]["test_result"]["provenance"] == "recorded"
+    assert "was not recorded" in strict["recon.session.jsonl.gz"]["test_result"]["error"]

@@ -145,3 +145,19 @@ def test_write_report_writes_json_and_markdown(tmp_path: Path) -> None:
     assert "| error: MissingConfig | 1 |" in markdown
     assert "x.session.jsonl.gz.partial" in markdown
     assert "0/1 equal" in markdown
+
+
+def test_provenance_is_counted_and_shown_per_site(tmp_path: Path) -> None:
+    lines = [line("s1", 1.0), line("s2", 0.0), line("s3", 1.0, sites=("gitlab",)), line("s4", 1.0)]
+    for item, provenance in zip(lines, ("recorded", "reconstructed", "mixed", None), strict=True):
+        if provenance is not None:  # s4: a line written before provenance existed
+            item["test_result"]["provenance"] = provenance
+    write_output(tmp_path / "output.jsonl", [*lines, line("s5", None, error_type="ReconstructedAnswerError")])
+    report = write_report(tmp_path)
+    assert report.provenance == {"recorded": 1, "reconstructed": 1, "mixed": 1, "unknown": 1}
+    assert report.not_recorded_by_site == {"shopping": 1, "gitlab": 1}
+    markdown = (tmp_path / "report.md").read_text()
+    assert "| site | sessions | score | max_score | reconstructed |" in markdown
+    assert "| shopping | 3 | 0.667 | - | 1 |" in markdown
+    assert "recorded 1, reconstructed 1, mixed 1, unknown 1" in markdown
+    assert report.errors_by_type == {"ReconstructedAnswerError": 1}

@@ -143,9 +143,9 @@ class WebArenaRun:
         """
         import browsergym.webarena  # noqa: F401  (registers browsergym/webarena.<id>)
         import gymnasium as gym
-        from cdp_integration.webarena import skip_evaluator_sleep
 
         from cdp_integration.demo.agent import to_browsergym_action
+        from cdp_integration.webarena import skip_evaluator_sleep
 
         steps = self.plans[task.task_id][self.args.trajectory]
         actions: list[str] = []

@@ -1,0 +1,247 @@
+"""Large values split into content-addressed chunks, so the parts a step did not change are stored once.
+
+Consecutive steps of an episode mostly repeat the page: a scroll changes a few attributes of a
+15,000-node DOM, yet the whole HTML and DOM snapshot differ by hash. Split into chunks, only the
+chunks that changed are new; the others are references to blobs already written.
+
+- **HTML** (``split_text``): cut after a closing tag whose preceding characters hash to a chosen
+  value (content-defined, so an insertion moves only the cuts around it), at least ``_MIN_TEXT``
+  characters apart. Joined back, the chunks are the original string.
+- **DOMSnapshot** (``encode_snapshot`` / ``decode_snapshot``): Chromium interns every string in one
+  table whose order shifts as soon as one new string appears early (a scroll adds a visibility
+  value), which renumbers every node. Encoding replaces each string index by the string itself
+  (the fields are those of the CDP ``DOMSnapshot`` domain); decoding interns them again in a
+  table of its own. The decoded snapshot is equivalent to the captured one (every index resolves
+  to the same string), not byte-identical. A snapshot with a field this module does not know is
+  not encoded (stored whole), so nothing is ever misread.
+- Long lists of an encoded snapshot are cut into slices of ``_LIST_ITEMS`` items (``split_list``).
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from typing import Any
+
+__all__ = ["decode_snapshot", "encode_snapshot", "split_list", "split_text"]
+
+_MIN_TEXT = 8 * 1024
+_MAX_TEXT = 256 * 1024
+_CUT_MASK = 7
+"""About one closing tag in eight past the minimum length ends a chunk."""
+_CLOSING_TAG = re.compile(r"</[A-Za-z][A-Za-z0-9-]*>")
+_LIST_ITEMS = 1024
+_MIN_SNAPSHOT_STRINGS = 512
+"""Smaller snapshots are stored whole (and read back exactly): chunking would not pay for itself."""
+
+_DOCUMENT_STRINGS = (
+    "documentURL",
+    "title",
+    "baseURL",
+    "contentLanguage",
+    "encodingName",
+    "publicId",
+    "systemId",
+    "frameId",
+)
+_DOCUMENT_PLAIN = ("scrollOffsetX", "scrollOffsetY", "contentWidth", "contentHeight", "textBoxes")
+_NODE_STRING_LISTS = ("nodeName", "nodeValue")
+_NODE_STRING_LIST_LISTS = ("attributes",)
+_NODE_RARE_STRINGS = (
+    "shadowRootType",
+    "textValue",
+    "inputValue",
+    "pseudoType",
+    "pseudoIdentifier",
+    "currentSourceURL",
+    "originURL",
+)
+_NODE_PLAIN = (
+    "parentIndex",
+    "nodeType",
+    "backendNodeId",
+    "inputChecked",
+    "optionSelected",
+    "contentDocumentIndex",
+    "isClickable",
+)
+_LAYOUT_STRING_LISTS = ("text", "blendedBackgroundColors")
+_LAYOUT_STRING_LIST_LISTS = ("styles",)
+_LAYOUT_PLAIN = (
+    "nodeIndex",
+    "bounds",
+    "stackingContexts",
+    "paintOrders",
+    "offsetRects",
+    "scrollRects",
+    "clientRects",
+    "textColorOpacities",
+)
+
+
+def split_text(text: str) -> list[str]:
+    """``text`` cut into content-defined chunks (one chunk when it is short)."""
+    if len(text) < 2 * _MIN_TEXT:
+        return [text]
+    pieces: list[str] = []
+    start = 0
+    while True:
+        cut = -1
+        for match in _CLOSING_TAG.finditer(text, start + _MIN_TEXT):
+            end = match.end()
+            if end - start >= _MAX_TEXT or zlib.crc32(text[end - 24 : end].encode()) & _CUT_MASK == 0:
+                cut = end
+                break
+        if cut < 0 or len(text) - cut < _MIN_TEXT:
+            pieces.append(text[start:])
+            return pieces
+        pieces.append(text[start:cut])
+        start = cut
+
+
+def split_list(items: list[Any]) -> list[list[Any]]:
+    """``items`` in slices of ``_LIST_ITEMS``."""
+    return [items[i : i + _LIST_ITEMS] for i in range(0, len(items), _LIST_ITEMS)] or [[]]
+
+
+def _known(mapping: Any, *groups: tuple[str, ...]) -> bool:
+    return isinstance(mapping, dict) and all(any(key in group for group in groups) for key in mapping)
+
+
+def encode_snapshot(snapshot: dict[str, Any]) -> dict[str, Any] | None:
+    """The snapshot with every string index replaced by its string; None if its shape is not known
+    or it is small."""
+    strings = snapshot.get("strings")
+    documents = snapshot.get("documents")
+    if set(snapshot) != {"documents", "strings"} or not isinstance(strings, list):
+        return None
+    if len(strings) < _MIN_SNAPSHOT_STRINGS:
+        return None
+    if not isinstance(documents, list):
+        return None
+    try:
+        return {"documents": [_encode_document(document, strings) for document in documents]}
+    except (LookupError, TypeError, ValueError):
+        return None
+
+
+def _encode_document(document: Any, strings: list[str]) -> dict[str, Any]:
+    nodes, layout = document.get("nodes", {}), document.get("layout", {})
+    if not _known(document, _DOCUMENT_STRINGS, _DOCUMENT_PLAIN, ("nodes", "layout")):
+        raise ValueError("unknown document field")
+    if not _known(nodes, _NODE_STRING_LISTS, _NODE_STRING_LIST_LISTS, _NODE_RARE_STRINGS, _NODE_PLAIN):
+        raise ValueError("unknown node field")
+    if not _known(layout, _LAYOUT_STRING_LISTS, _LAYOUT_STRING_LIST_LISTS, _LAYOUT_PLAIN):
+        raise ValueError("unknown layout field")
+
+    table = [*strings, None]  # index -1 (no string) reads the sentinel
+
+    def one(index: Any) -> str | None:
+        if not isinstance(index, int) or index < -1:
+            raise ValueError("bad string index")
+        return table[index]
+
+    def many(indexes: list[int]) -> list[str | None]:
+        if indexes and min(indexes) < -1:
+            raise ValueError("bad string index")
+        return [table[i] for i in indexes]
+
+    out: dict[str, Any] = {}
+    for key, value in document.items():
+        if key in _DOCUMENT_STRINGS:
+            out[key] = one(value)
+        elif key not in ("nodes", "layout"):
+            out[key] = value
+    out["nodes"] = {}
+    for key, value in nodes.items():
+        if key in _NODE_STRING_LISTS:
+            out["nodes"][key] = many(value)
+        elif key in _NODE_STRING_LIST_LISTS:
+            out["nodes"][key] = [[table[i] for i in item] for item in value]
+            if value and min(min(item, default=0) for item in value) < -1:
+                raise ValueError("bad string index")
+        elif key in _NODE_RARE_STRINGS:
+            out["nodes"][key] = {"index": value["index"], "value": many(value["value"])}
+        else:
+            out["nodes"][key] = value
+    out["layout"] = {}
+    for key, value in layout.items():
+        if key in _LAYOUT_STRING_LISTS:
+            out["layout"][key] = many(value)
+        elif key in _LAYOUT_STRING_LIST_LISTS:
+            out["layout"][key] = [[table[i] for i in item] for item in value]
+            if value and min(min(item, default=0) for item in value) < -1:
+                raise ValueError("bad string index")
+        else:
+            out["layout"][key] = value
+    if "nodes" not in document:
+        del out["nodes"]
+    if "layout" not in document:
+        del out["layout"]
+    return out
+
+
+def decode_snapshot(encoded: dict[str, Any]) -> dict[str, Any]:
+    """``DOMSnapshot.captureSnapshot``'s shape again: strings interned in a table of its own.
+
+    Raises ``ValueError`` on a value ``encode_snapshot`` cannot have produced.
+    """
+    table: dict[str | None, int] = {None: -1}  # in insertion order: the new string table
+    intern = table.setdefault
+
+    def one(value: Any) -> int:
+        if value is not None and not isinstance(value, str):
+            raise ValueError("encoded snapshot: string expected")
+        return intern(value, len(table) - 1)
+
+    def many(values: Any) -> list[int]:
+        if not isinstance(values, list):
+            raise ValueError("encoded snapshot: list expected")
+        return [intern(v, len(table) - 1) for v in values]
+
+    documents = encoded.get("documents")
+    if not isinstance(documents, list):
+        raise ValueError("encoded snapshot: no documents")
+    decoded_documents: list[dict[str, Any]] = []
+    for document in documents:
+        if not isinstance(document, dict):
+            raise ValueError("encoded snapshot: document is not an object")
+        out: dict[str, Any] = {}
+        for key, value in document.items():
+            if key in _DOCUMENT_STRINGS:
+                out[key] = one(value)
+            elif key == "nodes":
+                out[key] = _decode_group(value, _NODE_STRING_LISTS, _NODE_STRING_LIST_LISTS, many)
+                for rare in _NODE_RARE_STRINGS:
+                    if rare in value:
+                        item = value[rare]
+                        if not isinstance(item, dict):
+                            raise ValueError("encoded snapshot: rare string data is not an object")
+                        out[key][rare] = {"index": item.get("index"), "value": many(item.get("value"))}
+            elif key == "layout":
+                out[key] = _decode_group(value, _LAYOUT_STRING_LISTS, _LAYOUT_STRING_LIST_LISTS, many)
+            else:
+                out[key] = value
+        decoded_documents.append(out)
+    strings = [value for value in table if value is not None]
+    if not all(isinstance(value, str) for value in strings):
+        raise ValueError("encoded snapshot: string expected")
+    return {"documents": decoded_documents, "strings": strings}
+
+
+def _decode_group(
+    group: Any, lists: tuple[str, ...], list_lists: tuple[str, ...], many: Any
+) -> dict[str, Any]:
+    if not isinstance(group, dict):
+        raise ValueError("encoded snapshot: nodes/layout is not an object")
+    out: dict[str, Any] = {}
+    for key, value in group.items():
+        if key in lists:
+            out[key] = many(value)
+        elif key in list_lists:
+            if not isinstance(value, list):
+                raise ValueError("encoded snapshot: list expected")
+            out[key] = [many(item) for item in value]
+        else:
+            out[key] = value
+    return out

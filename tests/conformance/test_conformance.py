@@ -1,0 +1,208 @@
+"""Offline scores against live ones on two real applications (DokuWiki, Trac), with and without the config.
+
+For every task of ``tasks.json`` and each of its trajectories (success, failure) the episode is
+played twice on the live application with a plain Playwright page and a ``CDPSessionLogger``:
+
+- **recorded**: the logger knows the task's WebArena config; at the end it runs the official
+  evaluator on the live final state and records every question and answer (the live score);
+- **reconstructed**: the logger knows nothing of the task; after saving, the official evaluator is
+  run live on the final state (the live score) and the session is then scored offline with the config,
+  so every answer has to be reconstructed from the captured pages.
+
+Acceptance: every recorded score equals live; every reconstructed score equals live or is a loud
+``ReplayMissError`` that names the page or expression (as ``tasks.json`` expects per task); a
+silently different score never happens. The counts are printed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cdp_integration.evaluate.official import skip_evaluator_sleep, use_site_urls
+
+from cdp_integration import CDPSessionLogger, load_session
+from cdp_integration.capture.probes import build_trajectory, webarena_config_file
+from cdp_integration.errors import ReconstructedAnswerError, ReplayMissError
+from cdp_integration.evaluate.scoring import evaluate_session
+from tests.conformance import apps
+
+TASKS: list[dict[str, Any]] = json.loads((Path(__file__).with_name("tasks.json")).read_text())
+PLACEHOLDERS = {"dokuwiki": ("__WIKIPEDIA__", "WIKIPEDIA"), "trac": ("__GITLAB__", "GITLAB")}
+
+_missing = apps.dokuwiki_missing() or apps.trac_missing()
+pytestmark = [
+    pytest.mark.integration,
+    # ~44 live episodes: about a minute and a half on an idle 2-CPU machine, ten on a heavily loaded one.
+    pytest.mark.timeout(1800),
+    pytest.mark.skipif(_missing is not None, reason=_missing or ""),
+]
+
+
+def _resolve(config: dict[str, Any], urls: dict[str, str]) -> dict[str, Any]:
+    text = json.dumps(config)
+    for placeholder, site in PLACEHOLDERS.values():
+        text = text.replace(placeholder, urls[site])
+    resolved: dict[str, Any] = json.loads(text)
+    return resolved
+
+
+def _act(page: Any, app: apps.App, action: list[str]) -> None:
+    """One agent action on the live application, as a scripted agent would do it."""
+    kind = action[0]
+    if kind == "goto":
+        page.goto(app.url + action[1])
+    elif kind == "click":
+        page.click(action[1])
+    elif kind == "login" and app.name == "dokuwiki":
+        page.goto(app.url + "/doku.php/start?do=login")
+        page.fill("input[name=u]", apps.USER)
+        page.fill("input[name=p]", apps.PASSWORD)
+        with page.expect_navigation():
+            page.click("#dw__login button[type=submit]")
+    elif kind == "login":  # Trac: HTTP basic auth (the context carries the credentials)
+        page.goto(app.url + "/login")
+    elif kind == "edit" and app.name == "dokuwiki":
+        page.goto(f"{app.url}/doku.php/{action[1]}?do=edit")
+        page.fill("#wiki__text", action[2])
+        with page.expect_navigation():
+            page.click("#edbtn__save")
+    elif kind == "edit":
+        page.goto(f"{app.url}/wiki/{action[1]}?action=edit")
+        page.fill("#text", action[2])
+        with page.expect_navigation():
+            page.click("input[name=save]")
+    else:
+        raise ValueError(f"unknown action {action!r}")
+
+
+def _live_score(page: Any, config: dict[str, Any], answer: str | None) -> float:
+    """The official evaluator, unmodified, on the live final state."""
+    from webarena.evaluation_harness.evaluators import evaluator_router
+
+    with webarena_config_file(config) as config_file:
+        evaluator = evaluator_router(config_file)
+        trajectory = build_trajectory(answer, stopped=answer is not None)
+        return float(evaluator(trajectory=trajectory, config_file=config_file, page=page, client=None))
+
+
+@pytest.fixture(scope="module")
+def live_apps() -> Iterator[dict[str, apps.App]]:
+    with (
+        tempfile.TemporaryDirectory(prefix="cdp-conformance-") as workdir,
+        apps.running(apps.start_dokuwiki, Path(workdir)) as wiki,
+        apps.running(apps.start_trac, Path(workdir)) as trac,
+    ):
+        yield {"dokuwiki": wiki, "trac": trac}
+
+
+def test_offline_scores_equal_live_or_miss_loudly(live_apps: dict[str, apps.App], tmp_path: Path) -> None:
+    import browsergym.core
+
+    from cdp_integration import environment
+
+    urls = {"WIKIPEDIA": live_apps["dokuwiki"].url, "GITLAB": live_apps["trac"].url}
+    browser = browsergym.core._get_global_playwright().chromium.launch(
+        executable_path=environment.chromium_executable(), args=list(environment.CHROMIUM_ARGS), headless=True
+    )
+    started = time.perf_counter()
+    counts: Counter[str] = Counter()
+    problems: list[str] = []
+    rows: list[str] = []
+    try:
+        with use_site_urls(urls), skip_evaluator_sleep():
+            for task in TASKS:
+                config = task["config"]
+                resolved = _resolve(config, urls)
+                app = live_apps[task["app"]]
+                for name, trajectory in task["trajectories"].items():
+                    for mode in ("recorded", "reconstructed"):
+                        label = f"{config['task_id']}.{name}.{mode}"
+                        context = browser.new_context(
+                            http_credentials={"username": apps.USER, "password": apps.PASSWORD}
+                        )
+                        try:
+                            page = context.new_page()
+                            known = {"site_urls": urls} | ({"config": resolved} if mode == "recorded" else {})
+                            logger = CDPSessionLogger(tmp_path, task=known)
+                            logger.attach_to_page(page)
+                            for action in trajectory["actions"]:
+                                _act(page, app, action)
+                                logger.capture_state_snapshot(" ".join(action[:2]))
+                            answer = trajectory.get("answer")
+                            path = logger.save_session(label, final_answer=answer)
+                            logger.detach()
+                            session = load_session(path)
+                            if mode == "recorded":
+                                assert session.end is not None and session.end.probe is not None
+                                live = session.end.probe.score
+                            else:
+                                assert "config" not in session.task
+                                live = _live_score(page, resolved, answer)
+                        finally:
+                            context.close()
+                        verdict = _judge(task, name, mode, session, config, live, counts, problems, label)
+                        rows.append(
+                            f"{label:<34} {time.perf_counter() - started:6.1f}s live {live}  offline {verdict}"
+                        )
+                        print(rows[-1], flush=True)
+    finally:
+        browser.close()
+    recorded = counts["recorded matched"]
+    total = recorded + counts["recorded wrong"] + counts["recorded miss"]
+    print(
+        f"conformance: recorded {recorded}/{total} == live; reconstructed: matched "
+        f"{counts['reconstructed matched']} / loud misses {counts['reconstructed miss']} / "
+        f"silent wrong {counts['reconstructed wrong']}"
+    )
+    assert counts["reconstructed wrong"] == 0, problems
+    assert recorded == total == sum(len(t["trajectories"]) for t in TASKS), problems
+    assert not problems, problems
+
+
+def _judge(
+    task: dict[str, Any],
+    trajectory: str,
+    mode: str,
+    session: Any,
+    config: dict[str, Any],
+    live: float | None,
+    counts: Counter[str],
+    problems: list[str],
+    label: str,
+) -> str:
+    """Score one capture offline, count the outcome, note what breaks the task's expectation."""
+    expected = task.get("offline_without_config", "match") if mode == "reconstructed" else "match"
+    try:
+        result = evaluate_session(session, None if mode == "recorded" else config, per_step=False)
+    except ReplayMissError as exc:
+        counts[f"{mode} miss"] += 1
+        if expected == "match":
+            problems.append(f"{label}: expected a match, got a miss: {exc}")
+        elif task.get("miss_names") and task["miss_names"] not in str(exc):
+            problems.append(f"{label}: the miss does not name {task['miss_names']!r}: {exc}")
+        hint = task.get("miss_hints", {}).get(trajectory)
+        if hint and hint not in str(exc):
+            problems.append(f"{label}: the miss does not say {hint!r}: {exc}")
+        return f"ReplayMissError: {exc}"
+    if result.score != live:
+        counts[f"{mode} wrong"] += 1
+        problems.append(f"{label}: offline {result.score} != live {live} ({result.provenance})")
+        return f"{result.score}  WRONG"
+    counts[f"{mode} matched"] += 1
+    if expected == "miss":
+        problems.append(f"{label}: expected a loud miss, got a (correct) score {result.score}")
+    if result.provenance != mode:
+        problems.append(f"{label}: provenance {result.provenance}, expected {mode}")
+    if mode == "reconstructed":
+        with contextlib.suppress(ReconstructedAnswerError):
+            evaluate_session(session, config, per_step=False, recorded_only=True)
+            problems.append(f"{label}: --recorded-only accepted a reconstructed score")
+    return f"{result.score}  ({result.provenance})"
