@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cdp_integration.evaluate.official import skip_evaluator_sleep, use_site_urls
+from cdp_integration.webarena import skip_evaluator_sleep, use_site_urls
 
 from cdp_integration import CDPSessionLogger, load_session
 from cdp_integration.capture.probes import build_trajectory, webarena_config_file
