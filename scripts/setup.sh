@@ -35,5 +35,5 @@ elif command -v pyenv >/dev/null 2>&1; then
 fi
 [ -n "$PY312" ] || PY312="3.12"   # let uv find or fetch one
 
-"$UV" sync --locked --quiet --python "$PY312"
+"$UV" sync --locked --all-extras --quiet --python "$PY312"   # the openhands extra too: the tests need it
 .venv/bin/python -m cdp_integration.environment
