@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from tests.integration.corpus import CorpusRecording
 
 CORPUS_FIXTURE = "demo_corpus"
+CORPUS_TIMEOUT_S = 1800
 corpus_key: pytest.StashKey[CorpusRecording] = pytest.StashKey()
 
 
@@ -30,6 +31,9 @@ def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
     items.sort(key=_needs_corpus)  # stable: the corpus users keep their order, after everything else
+    for item in items:
+        if _needs_corpus(item):  # the first one's set-up may wait for the recording to finish
+            item.add_marker(pytest.mark.timeout(CORPUS_TIMEOUT_S))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

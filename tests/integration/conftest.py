@@ -62,9 +62,9 @@ def demo_corpus(request: pytest.FixtureRequest) -> list[DemoEpisode]:
     Recording started in the background when collection finished (``tests/conftest.py``); the demo
     shops of the recording processes are stopped by the time this returns.
     """
-    from tests.conftest import corpus_key
+    from tests.conftest import CORPUS_TIMEOUT_S, corpus_key
 
     recording = request.config.stash[corpus_key]
-    episodes = recording.episodes()
+    episodes = recording.episodes(timeout=CORPUS_TIMEOUT_S - 60)
     print(f"\ndemo corpus: {len(episodes)} live episodes recorded in {recording.seconds} s (wall clock)")
     return episodes

@@ -92,7 +92,10 @@ def test_public_names_are_unique_and_importable() -> None:
         cdp_integration.__all__
     )
     for name in cdp_integration.__all__:
-        assert getattr(cdp_integration, name) is not None
+        exported = getattr(cdp_integration, name)  # AttributeError if the name is listed but missing
+        if name != "FORMAT_VERSION":
+            assert exported.__name__ == name, f"{name} is bound to {exported.__name__}"
+    assert isinstance(cdp_integration.FORMAT_VERSION, int)
 
 
 def test_traffic_finished_after_the_last_step_is_kept_in_the_har(tmp_path: Path) -> None:
