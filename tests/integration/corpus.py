@@ -36,10 +36,22 @@ def default_workers() -> int:
 
 
 def record(out: Path, task_ids: list[int]) -> list[DemoEpisode]:
-    """Play ``task_ids`` both ways with capture into ``out/sessions``; write ``out/episodes.json``."""
+    """Play ``task_ids`` both ways with capture into ``out/sessions``; write ``out/episodes.json``.
+
+    A task whose scripted agent fails (it waits at most 5 s for an element, which a heavily loaded
+    machine can exceed) is played again once, from a fresh demo shop; the retry is logged.
+    """
     from cdp_integration.demo.job import capture_demo_tasks
 
-    episodes = capture_demo_tasks(out / "sessions", task_ids=task_ids)
+    episodes: list[DemoEpisode] = []
+    for task_id in task_ids:
+        try:
+            episodes += capture_demo_tasks(out / "sessions", task_ids=[task_id])
+        except Exception as exc:
+            print(
+                f"corpus: task {task_id} failed ({type(exc).__name__}: {exc}); playing it again", flush=True
+            )
+            episodes += capture_demo_tasks(out / "sessions", task_ids=[task_id])
     rows = [{**asdict(e), "session": str(e.session)} for e in episodes]
     partial = out / (MANIFEST + ".partial")
     partial.write_text(json.dumps(rows))
