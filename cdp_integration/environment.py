@@ -61,14 +61,20 @@ WEBARENA_SITES = ("SHOPPING", "SHOPPING_ADMIN", "REDDIT", "GITLAB", "WIKIPEDIA",
 
 
 def cache_dir() -> Path:
-    """Where generated set-up data lives: ``$CDP_INTEGRATION_CACHE`` or ``<repo>/.cache``."""
+    """Where generated set-up data lives.
+
+    ``$CDP_INTEGRATION_CACHE`` if set; ``<repo>/.cache`` when running from a source checkout; else the
+    user's cache directory (``$XDG_CACHE_HOME/cdp-integration``, default ``~/.cache/cdp-integration``),
+    wherever the package is installed and whatever the working directory.
+    """
     configured = os.environ.get("CDP_INTEGRATION_CACHE")
     if configured:
         return Path(configured)
     repo = Path(__file__).resolve().parent.parent
-    if (repo / "pyproject.toml").exists():
+    if (repo / "pyproject.toml").exists() and (repo / "cdp_integration").is_dir():
         return repo / ".cache"
-    return Path.home() / ".cache" / "cdp-integration"
+    user_cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(user_cache) / "cdp-integration"
 
 
 def chromium_executable() -> str:

@@ -38,7 +38,7 @@ elif command -v pyenv >/dev/null 2>&1; then
 fi
 [ -n "$PY312" ] || PY312="3.12"   # let uv find or fetch one
 
-"$UV" sync --locked --quiet --python "$PY312"
+"$UV" sync --locked --all-extras --quiet --python "$PY312"   # the openhands extra too: the tests need it
 
 # The real applications of the conformance suite (tests/conformance): DokuWiki from Debian (served by
 # PHP's built-in server from a private copy in a temp dir; php-cgi satisfies the php package without

@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cdp_integration.webarena import skip_evaluator_sleep, use_site_urls
 
 from cdp_integration import CDPSessionLogger, load_session
 from cdp_integration.capture.probes import build_trajectory, webarena_config_file
 from cdp_integration.errors import ReconstructedAnswerError, ReplayMissError
 from cdp_integration.evaluate.scoring import evaluate_session
+from cdp_integration.webarena import skip_evaluator_sleep, use_site_urls
 from tests.conformance import apps
 
 TASKS: list[dict[str, Any]] = json.loads((Path(__file__).with_name("tasks.json")).read_text())

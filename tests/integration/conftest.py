@@ -1,11 +1,11 @@
-"""Shared fixtures for tests with real Chromium: the set-up environment and one in-process demo site."""
+"""Shared fixtures for tests with real Chromium: the set-up environment, one in-process demo site and
+the demo corpus (every demo task played live once per test run)."""
 
 from __future__ import annotations
 
 import atexit
 import os
 import shutil
-import socket
 import tempfile
 from collections.abc import Iterator
 
@@ -14,6 +14,7 @@ from playwright.sync_api import Browser, Playwright
 
 from cdp_integration import environment
 from cdp_integration.demo import DemoSite
+from cdp_integration.demo.job import DemoEpisode
 
 environment.prepare()
 
@@ -54,16 +55,16 @@ def demo_site() -> Iterator[DemoSite]:
         yield site
 
 
-@pytest.fixture
-def no_sockets(monkeypatch: pytest.MonkeyPatch) -> list[object]:
-    """This process may not open a network connection (Playwright's driver talks over pipes);
-    returns the refused addresses."""
-    attempts: list[object] = []
+@pytest.fixture(scope="session")
+def demo_corpus(request: pytest.FixtureRequest) -> list[DemoEpisode]:
+    """The 90 demo episodes (every demo task, both trajectories), recorded live once per test run.
 
-    def refuse(self: socket.socket, address: object) -> None:
-        attempts.append(address)
-        raise OSError(f"network refused in an offline test: {address}")
+    Recording started in the background when collection finished (``tests/conftest.py``); the demo
+    shops of the recording processes are stopped by the time this returns.
+    """
+    from tests.conftest import CORPUS_TIMEOUT_S, corpus_key
 
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
-    return attempts
+    recording = request.config.stash[corpus_key]
+    episodes = recording.episodes(timeout=CORPUS_TIMEOUT_S - 60)
+    print(f"\ndemo corpus: {len(episodes)} live episodes recorded in {recording.seconds} s (wall clock)")
+    return episodes

@@ -7,20 +7,18 @@ socket; the official evaluator scores each session file through the replay mocks
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from cdp_integration.demo.job import DemoEpisode, capture_demo_tasks, format_results, score_demo_sessions
+from cdp_integration.demo.job import DemoEpisode, format_results, score_demo_sessions
 from cdp_integration.demo.tasks import load_demo_tasks
 from cdp_integration.evaluate.scoring import evaluate_session
 from cdp_integration.session.store import load_session
 
 
 @pytest.fixture(scope="module")
-def episodes(tmp_path_factory: pytest.TempPathFactory) -> list[DemoEpisode]:
-    """All demo tasks played live with capture; the demo site is stopped when this returns."""
-    return capture_demo_tasks(Path(tmp_path_factory.mktemp("parity")) / "sessions")
+def episodes(demo_corpus: list[DemoEpisode]) -> list[DemoEpisode]:
+    """All demo tasks played live with capture (in other processes, whose demo sites are stopped)."""
+    return demo_corpus
 
 
 def test_every_demo_task_was_played_both_ways(episodes: list[DemoEpisode]) -> None:

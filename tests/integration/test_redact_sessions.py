@@ -24,7 +24,7 @@ from playwright.sync_api import Browser
 
 from cdp_integration.capture.logger import CDPSessionLogger
 from cdp_integration.demo import DemoSite
-from cdp_integration.demo.job import DemoEpisode, capture_demo_tasks
+from cdp_integration.demo.job import DemoEpisode
 from cdp_integration.evaluate.scoring import evaluate_session
 from cdp_integration.replay import replay_step
 from cdp_integration.session.models import Step
@@ -49,10 +49,11 @@ DEMO_PASSWORD = "emma1234"
 
 
 @pytest.fixture(scope="module")
-def episodes(tmp_path_factory: pytest.TempPathFactory) -> list[DemoEpisode]:
-    return capture_demo_tasks(
-        tmp_path_factory.mktemp("redact") / "sessions", task_ids=TASKS, trajectories=("success",)
-    )
+def episodes(demo_corpus: list[DemoEpisode]) -> list[DemoEpisode]:
+    """The successful trajectories of ``TASKS`` from the demo corpus."""
+    chosen = [e for e in demo_corpus if e.task_id in TASKS and e.trajectory == "success"]
+    assert [e.task_id for e in chosen] == list(TASKS)
+    return chosen
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 from pathlib import Path
 
 import orjson
@@ -118,3 +119,30 @@ def test_har_show_refuses_a_bad_har_in_one_line(tmp_path: Path, content: bytes) 
     result = CliRunner().invoke(cli, ["har-show", str(bad)])
     assert result.exit_code == 2
     assert result.stderr.startswith("cdp-session: error: ") and result.stderr.count("\n") == 1
+
+
+def test_setup_writes_punkt_tab_and_the_browser_layout_under_the_cache_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a pip user runs once; ``CDP_INTEGRATION_CACHE`` stands in for the user cache directory."""
+    from cdp_integration.environment import WEBARENA_SITES
+
+    for name in (
+        "PLAYWRIGHT_BROWSERS_PATH",
+        "NLTK_DATA",
+        *WEBARENA_SITES,
+        *(f"WA_{s}" for s in WEBARENA_SITES),
+    ):
+        monkeypatch.setenv(name, os.environ.get(name, ""))  # setup sets them; the test restores them
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("CDP_INTEGRATION_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["setup"])
+    assert result.exit_code == 0, result.output
+    english = tmp_path / "cache" / "nltk_data" / "tokenizers" / "punkt_tab" / "english"
+    assert "Mr." not in (english / "abbrev_types.txt").read_text()  # punkt stores abbreviations bare
+    assert "mr" in (english / "abbrev_types.txt").read_text().split()
+    browsers = tmp_path / "cache" / "playwright-browsers"
+    assert any(path.is_symlink() for path in browsers.rglob("chrome*"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache"]  # nothing in the working directory
+    assert str(browsers) in result.output

@@ -16,7 +16,6 @@ import json
 import tracemalloc
 import zlib
 from collections.abc import Callable
-from datetime import timedelta
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -35,12 +34,12 @@ from cdp_integration.session.store import Session, load_session
 from tests.unit.test_redact import crafted_session, write
 
 FUZZ = settings(
-    deadline=timedelta(seconds=2),
+    deadline=None,  # a per-case time limit fails on a loaded machine, not on a slow loader
     database=None,
     print_blob=True,
     suppress_health_check=list(HealthCheck),
 )
-"""Fixed case counts (``max_examples``) and a per-case deadline: the suite stays bounded."""
+"""Fixed case counts (``max_examples``): the suite stays bounded."""
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _KEYS = [
