@@ -70,8 +70,8 @@ def cache_dir() -> Path:
     configured = os.environ.get("CDP_INTEGRATION_CACHE")
     if configured:
         return Path(configured)
-    repo = Path(__file__).resolve().parent.parent
-    if (repo / "pyproject.toml").exists() and (repo / "cdp_integration").is_dir():
+    repo = Path(__file__).resolve().parent.parent  # a source checkout has pyproject.toml beside the package
+    if (repo / "pyproject.toml").exists():
         return repo / ".cache"
     user_cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(user_cache) / "cdp-integration"
