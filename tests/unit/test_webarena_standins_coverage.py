@@ -52,3 +52,12 @@ def test_trajectories_only_use_known_placeholders() -> None:
                 for placeholder in PLACEHOLDERS:
                     part = part.replace(placeholder, "")
                 assert not re.search(r"__[A-Z_]+__", part), (task.task_id, step)
+
+
+def test_the_default_parity_subset_covers_every_required_category() -> None:
+    from tests.standins.coverage import covering_subset
+
+    table, required = coverage_table()
+    subset = set(covering_subset())
+    missing = [c for c in required if not subset.intersection(table.get(c, []))]
+    assert not missing and len(subset) < len(load_curated_tasks())
