@@ -1,0 +1,111 @@
+"""OpenHands V1: ``run_infer.py --sdk v1`` (openhands-sdk ``Agent``, openhands-tools' browser tool over
+browser-use, all unmodified) on our Chromium, captured over CDP, then ``eval_infer.py`` offline.
+
+Three demo tasks, one per evaluator kind: string_match (10000), url_match (10014), program_html whose
+evaluator opens another URL than the agent's last page (10036: ``/cart``). The scripted LLM plays each
+task's success trajectory, then its failure trajectory, as native tool calls; the live score is the
+official evaluator's one run on the final state (the session's probe), and offline scoring of the
+saved session must give the same number. Every process the run starts carries a marker variable and
+none may outlive it; its private ``HOME``/``TMPDIR`` stay empty.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from cdp_integration.session.store import load_session
+from tests.integration.test_openhands import MARKER, wait_for_no_marked_processes
+
+pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore:grpcio:FutureWarning")]
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPTS = REPO / "evaluation" / "benchmarks" / "webarena"
+TASKS = {10000: "string_match", 10014: "url_match", 10036: "program_html"}
+SKU = "DS-HK-003"
+"""Task 10000's reference answer (the skillet's SKU)."""
+
+
+@pytest.mark.parametrize(("trajectory", "expected"), [("success", 1.0), ("failure", 0.0)])
+def test_run_infer_sdk_v1_then_eval_infer(tmp_path: Path, trajectory: str, expected: float) -> None:
+    output, home, tmp = tmp_path / "run", tmp_path / "home", tmp_path / "tmp"
+    home.mkdir()
+    tmp.mkdir()
+    marker = uuid.uuid4().hex
+    server_url = Path("/tmp/oh-server-url")
+    server_url_before = server_url.read_bytes() if server_url.exists() else None
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("WEBARENA_CDP_")} | {
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
+        MARKER: marker,
+    }
+    started = time.perf_counter()
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPTS / "run_infer.py"),
+            "--sdk",
+            "v1",
+            "--output-dir",
+            str(output),
+            "--trajectory",
+            trajectory,
+            "--task-ids",
+            *map(str, TASKS),
+        ],
+        env=environ,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    print(f"\nrun_infer --sdk v1 ({trajectory}, {len(TASKS)} tasks): {time.perf_counter() - started:.1f} s")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert wait_for_no_marked_processes(marker) == []
+    assert (server_url.read_bytes() if server_url.exists() else None) == server_url_before
+    assert list(home.iterdir()) == [] and list(tmp.iterdir()) == []
+
+    lines = {
+        json.loads(text)["instance_id"]: json.loads(text)
+        for text in (output / "output.jsonl").read_text().splitlines()
+    }
+    assert sorted(lines) == [f"webarena_demo.{task_id}" for task_id in TASKS]
+    live: dict[str, float | None] = {}
+    for instance_id, line in lines.items():
+        assert line["error"] is None and line["metadata"]["sdk"] == "v1"
+        tools = [entry["tool"] for entry in line["history"]]
+        assert tools == line["instance"]["plan"] and tools[-1] == "finish"
+        session = load_session(output / line["test_result"]["session"])
+        assert session.complete and session.end is not None and session.end.probe is not None
+        browser_calls = [tool for tool in tools if tool.startswith("browser_")]
+        assert [step.trigger for step in session.steps] == ["reset"] + ["action"] * len(browser_calls)
+        assert [step.action.split("(")[0] for step in session.steps[1:] if step.action] == browser_calls
+        live[instance_id] = session.end.probe.score
+        assert live[instance_id] == line["test_result"]["reward"] == expected, instance_id
+        assert session.end.final_answer == line["test_result"]["answer"]
+    if trajectory == "success":
+        assert lines["webarena_demo.10000"]["test_result"]["answer"] == SKU
+    cart = load_session(output / lines["webarena_demo.10036"]["test_result"]["session"]).end
+    assert cart is not None and cart.probe is not None
+    assert [page.url.rsplit("/", 1)[-1] for page in cart.probe.pages] == ["cart"]  # the goto target
+
+    started = time.perf_counter()
+    scored = subprocess.run(
+        [sys.executable, str(SCRIPTS / "eval_infer.py"), str(output), "--no-progress"],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    print(f"eval_infer ({trajectory}): {time.perf_counter() - started:.1f} s")
+    assert scored.returncode == 0, scored.stderr[-3000:]
+    results = [json.loads(t) for t in (output / "eval_output" / "output.jsonl").read_text().splitlines()]
+    offline = {result["instance_id"]: result["test_result"]["score"] for result in results}
+    assert offline == live
