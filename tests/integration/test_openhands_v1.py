@@ -17,12 +17,25 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
-from cdp_integration.session.store import load_session
+from cdp_integration import environment
+from cdp_integration.capture.logger import CDPSessionLogger
+from cdp_integration.demo import DemoSite
+from cdp_integration.har.export import session_to_har
+from cdp_integration.session.store import SESSION_SUFFIX, load_session
 from tests.integration.test_openhands import MARKER, wait_for_no_marked_processes
+
+environment.prepare()
+
+from webarena_verified.types.tracing import NetworkTrace  # noqa: E402
+
+from cdp_integration.demo.tasks import DemoTask, load_demo_tasks, run_demo_task  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore:grpcio:FutureWarning")]
 
@@ -33,8 +46,20 @@ SKU = "DS-HK-003"
 """Task 10000's reference answer (the skillet's SKU)."""
 
 
-@pytest.mark.parametrize(("trajectory", "expected"), [("success", 1.0), ("failure", 0.0)])
-def test_run_infer_sdk_v1_then_eval_infer(tmp_path: Path, trajectory: str, expected: float) -> None:
+@dataclass
+class V1Run:
+    trajectory: str
+    expected: float
+    output: Path
+    environ: dict[str, str]
+    lines: dict[str, dict[str, Any]]
+
+
+@pytest.fixture(scope="module", params=[("success", 1.0), ("failure", 0.0)], ids=["success", "failure"])
+def v1_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> V1Run:
+    """``run_infer.py --sdk v1`` on the three tasks, one trajectory; checks the machine is left as found."""
+    trajectory, expected = request.param
+    tmp_path = tmp_path_factory.mktemp(f"v1-{trajectory}")
     output, home, tmp = tmp_path / "run", tmp_path / "home", tmp_path / "tmp"
     home.mkdir()
     tmp.mkdir()
@@ -71,7 +96,13 @@ def test_run_infer_sdk_v1_then_eval_infer(tmp_path: Path, trajectory: str, expec
     assert wait_for_no_marked_processes(marker) == []
     assert (server_url.read_bytes() if server_url.exists() else None) == server_url_before
     assert list(home.iterdir()) == [] and list(tmp.iterdir()) == []
+    lines = [json.loads(text) for text in (output / "output.jsonl").read_text().splitlines()]
+    return V1Run(trajectory, expected, output, environ, {line["instance_id"]: line for line in lines})
 
+
+def test_run_infer_sdk_v1_then_eval_infer(v1_run: V1Run) -> None:
+    """Each task's agent, captured steps and answer; then offline score == the live probe's score."""
+    output, lines, expected, trajectory = v1_run.output, v1_run.lines, v1_run.expected, v1_run.trajectory
     lines = {
         json.loads(text)["instance_id"]: json.loads(text)
         for text in (output / "output.jsonl").read_text().splitlines()
@@ -99,7 +130,7 @@ def test_run_infer_sdk_v1_then_eval_infer(tmp_path: Path, trajectory: str, expec
     started = time.perf_counter()
     scored = subprocess.run(
         [sys.executable, str(SCRIPTS / "eval_infer.py"), str(output), "--no-progress"],
-        env=environ,
+        env=v1_run.environ,
         capture_output=True,
         text=True,
         timeout=300,
@@ -109,3 +140,49 @@ def test_run_infer_sdk_v1_then_eval_infer(tmp_path: Path, trajectory: str, expec
     results = [json.loads(t) for t in (output / "eval_output" / "output.jsonl").read_text().splitlines()]
     offline = {result["instance_id"]: result["test_result"]["score"] for result in results}
     assert offline == live
+
+
+def _navigations(session_path: Path, har_path: Path) -> list[tuple[str, str, int]]:
+    """WebArena-Verified's navigation events of the session's HAR, as (method, path?query, status)."""
+    har_path.write_text(json.dumps(session_to_har(load_session(session_path))))
+    keys = []
+    for event in NetworkTrace.from_har(har_path).events:
+        if event.is_navigation_event:
+            url = urlsplit(event.url)
+            keys.append(
+                (event.http_method, url.path + (f"?{url.query}" if url.query else ""), event.request_status)
+            )
+    return keys
+
+
+def _browsergym_capture(task: DemoTask, trajectory: str, base_url: str, directory: Path) -> None:
+    """``<directory>/<task_id>.session.jsonl.gz``: the trajectory played in BrowserGym, captured."""
+    loggers: list[CDPSessionLogger] = []
+
+    def on_env(env: Any) -> None:
+        loggers.append(CDPSessionLogger(directory, instance_id=str(task.task_id)))
+        loggers[0].attach_to_browsergym_env(env)
+
+    def before_close(env: Any) -> None:
+        loggers[0].save_session()
+
+    run_demo_task(
+        task,
+        "success" if trajectory == "success" else "failure",
+        base_url,
+        on_env=on_env,
+        before_close=before_close,
+    )
+
+
+def test_navigation_events_match_the_browsergym_capture(
+    v1_run: V1Run, demo_site: DemoSite, tmp_path: Path
+) -> None:
+    """The same trajectory played in BrowserGym (V0's browser) with the logger: same navigation events."""
+    tasks = {task.task_id: task for task in load_demo_tasks()}
+    for task_id in TASKS:
+        _browsergym_capture(tasks[task_id], v1_run.trajectory, demo_site.base_url, tmp_path)
+        browsergym = _navigations(tmp_path / f"{task_id}{SESSION_SUFFIX}", tmp_path / f"{task_id}-bg.har")
+        line = v1_run.lines[f"webarena_demo.{task_id}"]
+        v1 = _navigations(v1_run.output / line["test_result"]["session"], tmp_path / f"{task_id}-v1.har")
+        assert v1 == browsergym and v1, task_id
