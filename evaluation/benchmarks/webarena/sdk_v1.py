@@ -358,7 +358,7 @@ def run_v1_task(
         {"config": config, "task_id": task.task_id, "goal": config["intent"], "site_urls": urls, "sdk": "v1"}
     )
     workspace.mkdir(parents=True, exist_ok=True)
-    with _quiet_environment(), ChromiumProcess() as chromium:
+    with ChromiumProcess() as chromium:
         page = LivePage(chromium.endpoint, _focus(executors))
         try:
             page.set_up(task, base_url)
@@ -482,6 +482,7 @@ def run(
     (output_dir / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
     with (
         private_home() as home,
+        _quiet_environment(),
         _import_time_downloads_dir(),
         DemoSite() as site,
         ScriptedToolLLM() as llm_server,
