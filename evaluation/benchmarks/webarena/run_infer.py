@@ -4,6 +4,7 @@
         --output-dir D [--dataset demo|webarena] [--mode agent|direct] [--eval-n-limit N] [--task-ids ...]
     .venv/bin/python evaluation/benchmarks/webarena/eval_infer.py D
 
+``--sdk v1`` runs an openhands-sdk agent with openhands-tools' browser tool instead (``sdk_v1.py``).
 ``--dataset webarena`` runs WebArena's real task ids on your deployment (``webarena_dataset.py``:
 site URLs, preflight, resets); the default ``demo`` runs the bundled demo tasks as described next.
 
@@ -528,6 +529,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="demo: the bundled demo tasks on the demo shop; webarena: WebArena's tasks on your deployment.",
     )
     parser.add_argument("--mode", choices=("agent", "direct"), default="agent")
+    parser.add_argument(
+        "--sdk",
+        choices=("v0", "v1"),
+        default="v0",
+        help="v0: openhands-ai's BrowserEnv; v1: an openhands-sdk agent with openhands-tools' browser tool.",
+    )
     parser.add_argument("--agent-cls", default=AGENT_NAME)
     parser.add_argument("--max-iterations", type=int, default=15)
     parser.add_argument("--eval-n-limit", type=int, default=0, help="At most this many tasks (0: all).")
@@ -543,6 +550,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--llm-api-key", default=None, help="[default: $LLM_API_KEY]")
     webarena_dataset.add_arguments(parser)
     args = parser.parse_args(argv)
+    if args.sdk == "v1" and (args.dataset != "demo" or args.mode != "agent"):
+        parser.error("--sdk v1 runs the agent (--mode agent) on the demo tasks (--dataset demo)")
     if args.llm_base_url is not None and args.mode == "direct":
         parser.error("--mode direct plays the scripted actions; it takes no LLM")
     webarena_dataset.check_arguments(parser, args)
@@ -551,6 +560,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.sdk == "v1":
+        import sdk_v1  # this directory's own module
+
+        sdk_v1.main(args, _selected_tasks(args), private_home=_private_home)
+        return
     if not enabled():
         # Without the hook, OpenHands' browser process knows no demo task: it would die at gym.make and
         # BrowserEnv would wait 200 s per start attempt before giving up.

@@ -1,0 +1,538 @@
+"""``run_infer.py --sdk v1``: an OpenHands V1 agent (openhands-sdk + openhands-tools' browser tool).
+
+OpenHands V1 has no BrowserGym and no Playwright: its browser tool drives Chromium through
+browser-use over raw CDP. So this driver owns the browser: per task it starts a Chromium with a
+DevTools port (``ChromiumProcess``), signs in and opens the task's start page over a Playwright
+connection of its own, hands the endpoint to the browser tool (``cdp_url`` reaches browser-use's
+profile), and attaches a ``CDPSessionLogger`` to the same browser (``attach_to_cdp``). The
+conversation's callback captures a step after every browser tool observation; the answer is the
+agent's ``finish`` message; the official evaluator runs once on the final live state
+(``run_evaluation_probe``, WebArena's own definition of the score) and the session is saved for
+``eval_infer.py``.
+
+Unless ``--llm-base-url`` names a real model, the LLM is ``ScriptedToolLLM``: a local
+OpenAI-compatible endpoint answering with native tool calls of the V1 browser tools that play the
+task's scripted trajectory. browser-use numbers elements by their DOM backend node id, so a scripted
+step's CSS selector is resolved to that id on the live page when the call is due, after a
+``browser_get_state`` that makes browser-use index the page, as a real agent would read it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from cdp_integration.capture.cdp_attach import BrowserThread, ChromiumProcess
+from cdp_integration.capture.logger import CDPSessionLogger
+from cdp_integration.demo.tasks import DemoTask, DemoWebArenaInstance, instantiate_config, site_urls
+from cdp_integration.errors import DemoTaskError
+from cdp_integration.session.store import SESSION_SUFFIX
+
+__all__ = ["BROWSER_TOOLS", "ScriptedToolLLM", "plan_calls", "run_v1_task"]
+
+SCRIPTED_MODEL = "openai/scripted-demo-agent"
+TOOL_SET = "WebArenaBrowserToolSet"
+"""Our registration of openhands-tools' browser tools, with one executor per conversation."""
+BROWSER_TOOLS = frozenset(
+    {
+        "browser_navigate",
+        "browser_click",
+        "browser_type",
+        "browser_get_state",
+        "browser_get_content",
+        "browser_scroll",
+        "browser_go_back",
+        "browser_list_tabs",
+        "browser_switch_tab",
+        "browser_close_tab",
+        "browser_get_storage",
+        "browser_set_storage",
+    }
+)
+"""Tools whose observation is a browser state worth a captured step."""
+_QUIET_ENVIRONMENT = {
+    "ANONYMIZED_TELEMETRY": "false",
+    "BROWSER_USE_CLOUD_SYNC": "false",
+    "OPENHANDS_SUPPRESS_BANNER": "1",
+}
+"""browser-use and the SDK phone home or print banners unless told not to (no network here)."""
+
+
+# -- the scripted plan ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlannedCall:
+    """One tool call; ``selector``/``answer_selector`` are resolved on the live page when it is due."""
+
+    tool: str
+    arguments: dict[str, Any]
+    selector: str | None = None
+    answer_selector: str | None = None
+
+
+def plan_calls(steps: Sequence[Sequence[str]], base_url: str) -> list[PlannedCall]:
+    """The V1 tool calls playing scripted demo steps; ``DemoTaskError`` for a verb V1 cannot play."""
+    calls: list[PlannedCall] = []
+    answered = False
+    for verb, *args in steps:
+        if verb == "goto":
+            calls.append(PlannedCall("browser_navigate", {"url": base_url + args[0]}))
+        elif verb == "click":
+            calls += [
+                PlannedCall("browser_get_state", {}),
+                PlannedCall("browser_click", {}, selector=args[0]),
+            ]
+        elif verb == "fill":
+            calls += [
+                PlannedCall("browser_get_state", {}),
+                PlannedCall("browser_type", {"text": args[1]}, selector=args[0]),
+            ]
+        elif verb == "go_back":
+            calls.append(PlannedCall("browser_go_back", {}))
+        elif verb == "answer":
+            text = args[0]
+            selector = text if text.startswith(("#", ".")) else None
+            calls.append(PlannedCall("finish", {"message": text}, answer_selector=selector))
+            answered = True
+        elif verb != "noop":
+            raise DemoTaskError(f"the V1 browser tool has no action for the scripted step {verb!r}")
+    if not answered:
+        calls.append(PlannedCall("finish", {"message": "Done."}))
+    return calls
+
+
+class LivePage:
+    """A Playwright connection to the agent's browser, for the scripted LLM and the task's set-up.
+
+    ``focus()`` names browser-use's current target; the page it reads is that one (else the newest).
+    """
+
+    def __init__(self, endpoint: str, focus: Callable[[], str | None]) -> None:
+        self.thread = BrowserThread(endpoint)
+        if self.thread.browser is None:
+            raise DemoTaskError(f"cannot connect to Chromium at {endpoint}: {self.thread.error}")
+        self.focus = focus
+
+    def _page(self) -> Any:
+        pages = [p for c in self.thread.browser.contexts for p in c.pages if not p.is_closed()]
+        target = self.focus()
+        for page in pages:
+            session = page.context.new_cdp_session(page)
+            try:
+                if session.send("Target.getTargetInfo")["targetInfo"]["targetId"] == target:
+                    return page
+            finally:
+                session.detach()
+        return pages[-1]
+
+    def backend_node_id(self, selector: str) -> int:
+        def find() -> int:
+            page = self._page()
+            session = page.context.new_cdp_session(page)
+            try:
+                document = session.send("DOM.getDocument", {"depth": 0})
+                node = session.send(
+                    "DOM.querySelector", {"nodeId": document["root"]["nodeId"], "selector": selector}
+                )
+                if not node.get("nodeId"):
+                    raise DemoTaskError(f"no element {selector!r} on {page.url}")
+                described = session.send("DOM.describeNode", {"nodeId": node["nodeId"]})
+                return int(described["node"]["backendNodeId"])
+            finally:
+                session.detach()
+
+        return self.thread.call(find)
+
+    def inner_text(self, selector: str) -> str:
+        return self.thread.call(lambda: str(self._page().inner_text(selector, timeout=5000)).strip())
+
+    def set_up(self, task: DemoTask, base_url: str) -> None:
+        """What BrowserGym's WebArena task does at reset: sign in to the task's sites, open its start URL."""
+        config = instantiate_config(task.config, base_url)
+
+        def run() -> None:
+            page = self.thread.browser.contexts[0].pages[0]
+            if config.get("require_login"):
+                instance = DemoWebArenaInstance(base_url)
+                for site in config["sites"]:
+                    instance.ui_login(site, page)
+            page.goto(config["start_url"].split(" |AND| ")[0])
+
+        self.thread.call(run)
+
+    def close(self) -> None:
+        self.thread.close()
+
+
+class ScriptedToolLLM:
+    """A local OpenAI-compatible ``/v1/chat/completions`` answering with the plan's tool calls.
+
+    The reply to a request is ``plan[n]``, ``n`` being the number of tool results in its messages
+    (so a retried request gets the same call); past the plan it is ``finish``.
+    """
+
+    def __init__(self) -> None:
+        self.plan: list[PlannedCall] = []
+        self.page: LivePage | None = None
+        self.requests = 0
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> ScriptedToolLLM:
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                try:
+                    body, status = owner.completion(json.loads(self.rfile.read(length) or b"{}")), 200
+                except Exception as exc:  # the agent sees an API error, the run goes on to its end
+                    body, status = {"error": {"message": f"scripted LLM: {exc}"}}, 400
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return None
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="scripted-v1-llm", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join()
+        self._server = self._thread = None
+
+    @property
+    def base_url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("ScriptedToolLLM is not running")
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def _arguments(self, call: PlannedCall) -> dict[str, Any]:
+        arguments = dict(call.arguments)
+        if call.selector is not None or call.answer_selector is not None:
+            if self.page is None:
+                raise DemoTaskError("the scripted LLM has no page to read")
+            if call.selector is not None:
+                arguments["index"] = self.page.backend_node_id(call.selector)
+            if call.answer_selector is not None:
+                arguments["message"] = self.page.inner_text(call.answer_selector)
+        return arguments
+
+    def completion(self, request: dict[str, Any]) -> dict[str, Any]:
+        self.requests += 1
+        done = sum(1 for message in request.get("messages", []) if message.get("role") == "tool")
+        call = self.plan[done] if done < len(self.plan) else PlannedCall("finish", {"message": "Done."})
+        tool_call = {
+            "id": f"call_{done}",
+            "type": "function",
+            "function": {"name": call.tool, "arguments": json.dumps(self._arguments(call))},
+        }
+        return {
+            "id": f"scripted-{self.requests}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": request.get("model", SCRIPTED_MODEL),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": None, "tool_calls": [tool_call]},
+                    "finish_reason": "tool_calls",
+                }
+            ],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 16, "total_tokens": 116},
+        }
+
+
+# -- one episode ------------------------------------------------------------------------------------
+
+
+_EXECUTORS: list[Any] = []
+"""The browser tool executors our tool set made, so each conversation's is closed at its end."""
+
+
+def _browser_tool_set(conv_state: Any, **config: Any) -> list[Any]:
+    """openhands-tools' browser tools on a fresh ``BrowserToolExecutor(**config)``.
+
+    ``BrowserToolSet`` keeps one executor per process (its config is ignored after the first), but
+    each task here has its own browser.
+    """
+    from openhands.tools.browser_use import definition
+    from openhands.tools.browser_use.impl import BrowserToolExecutor
+
+    executor = BrowserToolExecutor(full_output_save_dir=conv_state.env_observation_persistence_dir, **config)
+    _EXECUTORS.append(executor)
+    tools: list[Any] = []
+    for tool in (
+        definition.BrowserNavigateTool,
+        definition.BrowserClickTool,
+        definition.BrowserGetStateTool,
+        definition.BrowserGetContentTool,
+        definition.BrowserTypeTool,
+        definition.BrowserScrollTool,
+        definition.BrowserGoBackTool,
+        definition.BrowserListTabsTool,
+        definition.BrowserSwitchTabTool,
+        definition.BrowserCloseTabTool,
+        definition.BrowserGetStorageTool,
+        definition.BrowserSetStorageTool,
+    ):
+        tools.extend(tool.create(executor))
+    return tools
+
+
+def _focus(executor_holder: list[Any]) -> Callable[[], str | None]:
+    def focus() -> str | None:
+        for executor in executor_holder:
+            session = getattr(getattr(executor, "_server", None), "browser_session", None)
+            if session is not None:
+                return getattr(session, "agent_focus_target_id", None)
+        return None
+
+    return focus
+
+
+@contextlib.contextmanager
+def _quiet_environment() -> Iterator[None]:
+    saved = {key: os.environ.get(key) for key in _QUIET_ENVIRONMENT}
+    os.environ.update(_QUIET_ENVIRONMENT)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def run_v1_task(
+    args: argparse.Namespace,
+    task: DemoTask,
+    base_url: str,
+    llm_server: ScriptedToolLLM,
+    sessions_dir: Path,
+    workspace: Path,
+) -> dict[str, Any]:
+    """One task with an openhands-sdk agent; returns the fields of its ``output.jsonl`` line."""
+    import requests
+    from openhands.sdk import LLM, Agent, Conversation, Tool, register_tool
+    from openhands.sdk.event import ActionEvent, ObservationEvent
+    from openhands.sdk.tool.builtins import FinishAction
+    from pydantic import SecretStr
+
+    instance_id = task.env_id.removeprefix("browsergym/")
+    config = instantiate_config(task.config, base_url)
+    urls = site_urls(base_url)
+    requests.post(f"{base_url}/init", timeout=10).raise_for_status()  # the task's reset shop
+    register_tool(TOOL_SET, _browser_tool_set)
+    executors = _EXECUTORS
+    executors.clear()
+    history: list[dict[str, Any]] = []
+    answer: str | None = None
+    error: str | None = None
+    logger = CDPSessionLogger(sessions_dir, instance_id=instance_id)
+    logger.task.update(
+        {"config": config, "task_id": task.task_id, "goal": config["intent"], "site_urls": urls, "sdk": "v1"}
+    )
+    workspace.mkdir(parents=True, exist_ok=True)
+    with ChromiumProcess() as chromium:
+        page = LivePage(chromium.endpoint, _focus(executors))
+        try:
+            page.set_up(task, base_url)
+            logger.attach_to_cdp(chromium.endpoint, active_target=_focus(executors))
+            logger.capture_state_snapshot("reset")
+            if args.llm_base_url is None:
+                llm_server.plan = plan_calls(getattr(task, args.trajectory), base_url)
+                llm_server.page = page
+
+            calls: dict[str, str] = {}
+
+            def on_event(event: Any) -> None:
+                nonlocal answer
+                if isinstance(event, ActionEvent):
+                    if isinstance(event.action, FinishAction):
+                        answer = event.action.message
+                    arguments = event.action.model_dump(mode="json", exclude={"kind"}) if event.action else {}
+                    history.append({"tool": event.tool_name, "arguments": arguments})
+                    calls[event.tool_call_id] = f"{event.tool_name}({json.dumps(arguments, sort_keys=True)})"
+                elif isinstance(event, ObservationEvent) and event.tool_name in BROWSER_TOOLS:
+                    action = calls.get(event.tool_call_id, event.tool_name)
+                    logger.capture_state_snapshot("action", action=action)  # never raises
+
+            llm = LLM(
+                model=args.llm_model or SCRIPTED_MODEL,
+                base_url=args.llm_base_url or llm_server.base_url,
+                api_key=SecretStr(args.llm_api_key or os.environ.get("LLM_API_KEY") or "scripted"),
+                num_retries=2,
+                retry_min_wait=1,
+                retry_max_wait=4,
+                timeout=120,
+                usage_id="agent",
+            )
+            tool_config = {"cdp_url": chromium.endpoint, "headless": True}
+            agent = Agent(llm=llm, tools=[Tool(name=TOOL_SET, params=tool_config)])
+            conversation: Any = Conversation(
+                agent=agent,
+                workspace=str(workspace),
+                callbacks=[on_event],
+                max_iteration_per_run=args.max_iterations,
+                visualizer=None,
+            )
+            try:
+                conversation.send_message(str(config["intent"]))
+                conversation.run()
+            except Exception as exc:  # the episode ends; it is still scored and saved
+                error = f"{type(exc).__name__}: {exc}"
+            probe = logger.run_evaluation_probe(config, answer=answer)
+            path = logger.save_session(instance_id, final_answer=answer)
+            with contextlib.suppress(Exception):
+                conversation.close()
+        finally:
+            for executor in executors:
+                with contextlib.suppress(Exception):
+                    executor.close()
+            logger.detach()
+            page.close()
+            llm_server.page = None
+    reward = probe.score if probe is not None else None
+    return {
+        "instance_id": instance_id,
+        "history": history,
+        "answer": answer,
+        "error": error,
+        "reward": reward,
+        "session": path,
+        "plan": [call.tool for call in llm_server.plan] if args.llm_base_url is None else [],
+    }
+
+
+def _done_instances(output: Path) -> set[str]:
+    done = set()
+    if output.exists():
+        for line in output.read_text().splitlines():
+            with contextlib.suppress(ValueError, KeyError):
+                done.add(json.loads(line)["instance_id"])
+    return done
+
+
+@contextlib.contextmanager
+def _import_time_downloads_dir() -> Iterator[None]:
+    """browser-use makes ``/tmp/browser-use-downloads-<id>`` for its default profile at import,
+    whatever ``$TMPDIR`` says: this process's own is removed afterwards if nothing was downloaded."""
+    from browser_use.browser.session import DEFAULT_BROWSER_PROFILE
+
+    try:
+        yield
+    finally:
+        if DEFAULT_BROWSER_PROFILE.downloads_path is not None:
+            with contextlib.suppress(OSError):
+                Path(DEFAULT_BROWSER_PROFILE.downloads_path).rmdir()
+
+
+def run(
+    args: argparse.Namespace,
+    tasks: Sequence[DemoTask],
+    *,
+    private_home: Callable[[], contextlib.AbstractContextManager[Path]],
+) -> Path:
+    """Every task not yet in ``<output-dir>/output.jsonl``, one line each (as V0 writes them)."""
+    from cdp_integration.demo import DemoSite
+    from cdp_integration.demo.tasks import configure_demo_environment
+
+    output_dir: Path = args.output_dir.resolve()
+    sessions_dir = output_dir / "sessions"
+    output_dir.mkdir(parents=True, exist_ok=True)
+    output = output_dir / "output.jsonl"
+    done = _done_instances(output)
+    metadata = {
+        "agent_class": "openhands.sdk.Agent",
+        "sdk": "v1",
+        "llm_config": {
+            "model": args.llm_model or SCRIPTED_MODEL,
+            "base_url": args.llm_base_url or "scripted",
+        },
+        "max_iterations": args.max_iterations,
+        "eval_output_dir": str(output_dir),
+        "dataset": "webarena_demo",
+        "details": {"trajectory": args.trajectory, "capture": True},
+    }
+    (output_dir / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
+    with (
+        private_home() as home,
+        _quiet_environment(),
+        _import_time_downloads_dir(),
+        DemoSite() as site,
+        ScriptedToolLLM() as llm_server,
+    ):
+        configure_demo_environment(site.base_url)
+        for number, task in enumerate(tasks):
+            instance_id = task.env_id.removeprefix("browsergym/")
+            if instance_id in done:
+                continue
+            started = time.perf_counter()
+            (sessions_dir / f"{instance_id}{SESSION_SUFFIX}").unlink(missing_ok=True)
+            result = run_v1_task(
+                args, task, site.base_url, llm_server, sessions_dir, home / f"workspace-{number}"
+            )
+            duration = round(time.perf_counter() - started, 1)
+            session: Path = result["session"]
+            line = {
+                "instance_id": instance_id,
+                "instruction": task.config["intent"],
+                "instance": {"task_id": task.task_id, "env_id": task.env_id, "plan": result["plan"]},
+                "history": result["history"],
+                "metrics": {},
+                "error": result["error"],
+                "test_result": {
+                    "reward": result["reward"],
+                    "rewards": [result["reward"]] if result["reward"] is not None else None,
+                    "answer": result["answer"],
+                    "session": session.relative_to(output_dir).as_posix(),
+                },
+                "metadata": metadata | {"duration_s": duration},
+            }
+            with open(output, "a") as out:
+                out.write(json.dumps(line, default=str) + "\n")
+            print(
+                f"{instance_id}: reward {result['reward']} in {duration} s, session {session}",
+                file=sys.stderr,
+            )
+    return output
+
+
+def main(
+    args: argparse.Namespace,
+    tasks: Sequence[DemoTask],
+    *,
+    private_home: Callable[[], contextlib.AbstractContextManager[Path]],
+) -> None:
+    """``run_infer.py --sdk v1``: bad input is one line on stderr and exit code 2."""
+    try:
+        output = run(args, tasks, private_home=private_home)
+    except DemoTaskError as exc:
+        print(f"run_infer.py: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    print(f"wrote {output}")
