@@ -341,13 +341,22 @@ def plain_captures(
     return demo, big
 
 
-def reconstructed_scoring(session_path: Path, base_url: str, repeats: int) -> list[float]:
-    """ms per ``evaluate_session`` with a program_html question nobody asked live (warm sandbox)."""
+def reconstructed_scoring(pw: Any, base_url: str, session_root: Path, repeats: int) -> list[float]:
+    """ms per ``evaluate_session`` with a program_html question nobody asked live, on sessions of
+    demo pages captured with no config (the sandbox stays up between sessions, as in ``eval``)."""
     from cdp_integration.evaluate.scoring import evaluate_session
     from cdp_integration.session.store import load_session
 
-    session = load_session(session_path)
-    config = {
+    sessions = []
+    with plain_page(pw) as page:
+        for index, path in enumerate(PLAIN_DEMO_PAGES[:4]):
+            logger = CDPSessionLogger(session_root / "reconstructed", instance_id=f"r{index}")
+            logger.attach_to_page(page)
+            page.goto(base_url + path, wait_until="load")
+            logger.capture_state_snapshot("goto")
+            sessions.append((load_session(logger.save_session(f"r{index}")), page.title()))
+            logger.detach()
+    config: dict[str, Any] = {
         "sites": ["shopping"],
         "task_id": 1,
         "require_login": False,
@@ -366,7 +375,7 @@ def reconstructed_scoring(session_path: Path, base_url: str, repeats: int) -> li
                 {
                     "url": "last",
                     "locator": "document.querySelectorAll('a').length + ' ' + document.title",
-                    "required_contents": {"must_include": ["Big page"]},
+                    "required_contents": {"must_include": []},
                 }
             ],
         },
@@ -374,6 +383,8 @@ def reconstructed_scoring(session_path: Path, base_url: str, repeats: int) -> li
     }
     times = []
     for index in range(repeats + 1):
+        session, title = sessions[index % len(sessions)]
+        config["eval"]["program_html"][0]["required_contents"]["must_include"] = [title]
         started = time.perf_counter()
         result = evaluate_session(session, config, per_step=False)
         if index:  # the first call starts the sandbox
@@ -572,11 +583,7 @@ def main(argv: list[str] | None = None) -> int:
             )  # fmt: skip
             plain_demo, plain_big = captures["plain Playwright page"]
             progress("offline scoring of a reconstructed answer")
-            reconstructed = reconstructed_scoring(
-                session_root / "plain-Playwright-page" / "plain-Playwright-page.session.jsonl.gz",
-                site.base_url,
-                args.captures * 5,
-            )
+            reconstructed = reconstructed_scoring(pw, site.base_url, session_root, args.captures * 5)
             profiles = []
             if args.profile:
                 for path in ("/search?q=a", BIG_PATH):
