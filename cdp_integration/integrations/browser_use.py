@@ -18,6 +18,8 @@ import asyncio
 import contextlib
 import json
 import logging
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,15 +33,45 @@ __all__ = ["BrowserUseCapture", "CapturedRun", "browser_session_for", "run_captu
 _log = logging.getLogger(__name__)
 
 
-def browser_session_for(cdp_url: str, **profile: Any) -> Any:
+_import_litter_removed = False
+
+
+def _import_browser_use() -> Any:
+    """``browser_use``, imported once; the empty directories its import makes in /tmp are removed.
+
+    Its module-level default ``BrowserProfile`` creates a downloads directory under ``/tmp`` and a
+    user-data directory under the temp dir, for a browser this process never launches.
+    """
+    global _import_litter_removed
+    import browser_use
+    from browser_use.browser import session as session_module
+
+    if not _import_litter_removed:
+        _import_litter_removed = True
+        default = getattr(session_module, "DEFAULT_BROWSER_PROFILE", None)
+        for directory in (getattr(default, "downloads_path", None), getattr(default, "user_data_dir", None)):
+            with contextlib.suppress(OSError, TypeError):
+                Path(directory).rmdir()  # type: ignore[arg-type]  # only if still empty
+    return browser_use
+
+
+def browser_session_for(cdp_url: str, scratch_dir: str | Path, **profile: Any) -> Any:
     """A browser-use ``BrowserSession`` that connects to the running Chromium at ``cdp_url``.
 
     ``keep_alive``: browser-use must not close the browser we (or the caller) own when its agent ends.
-    ``profile``: further ``BrowserProfile`` fields.
+    ``scratch_dir``: where its downloads and (unused with ``cdp_url``) profile directories go; left
+    unset, browser-use makes new ones under ``/tmp`` and never removes them. ``profile``: further
+    ``BrowserProfile`` fields.
     """
-    from browser_use import BrowserProfile, BrowserSession
-
-    return BrowserSession(browser_profile=BrowserProfile(cdp_url=cdp_url, keep_alive=True, **profile))
+    browser_use = _import_browser_use()
+    scratch = Path(scratch_dir)
+    settings: dict[str, Any] = {
+        "cdp_url": cdp_url,
+        "keep_alive": True,
+        "downloads_path": scratch / "downloads",
+        "user_data_dir": scratch / "profile",
+    }
+    return browser_use.BrowserSession(browser_profile=browser_use.BrowserProfile(**(settings | profile)))
 
 
 def _action_text(agent: Any) -> str | None:
@@ -139,24 +171,31 @@ async def run_captured_agent(
     ``initial_actions`` (WebArena's start page). ``agent_options``: more ``Agent`` arguments
     (the defaults turn off browser-use's judge and vision, which need a real model).
     """
-    from browser_use import Agent
-
+    browser_use = _import_browser_use()
     with contextlib.ExitStack() as stack:
         if cdp_url is None:
             cdp_url = stack.enter_context(ChromiumProcess()).endpoint
+        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="browser-use-run-")))
         task_facts: dict[str, Any] = {"goal": task, "agent": "browser-use"}
         if config is not None:
             task_facts |= {"config": config, "task_id": config.get("task_id")}
         options = dict(logger_options or {})
         options["task"] = {**task_facts, **options.get("task", {})}
         logger = CDPSessionLogger(session_dir, instance_id=instance_id, **options)
-        browser_session = browser_session_for(cdp_url)
+        browser_session = browser_session_for(cdp_url, scratch)
         capture = BrowserUseCapture(logger, browser_session, cdp_url)
-        arguments: dict[str, Any] = {"use_judge": False, "use_vision": False, "directly_open_url": False}
+        arguments: dict[str, Any] = {
+            "use_judge": False,
+            "use_vision": False,
+            "directly_open_url": False,
+            "file_system_path": str(scratch / "files"),
+        }
         if start_url:
             arguments["initial_actions"] = [{"navigate": {"url": start_url}}]
         arguments |= agent_options or {}
-        agent = Agent(task=task, llm=llm, browser_session=browser_session, **arguments)
+        agent = browser_use.Agent(task=task, llm=llm, browser_session=browser_session, **arguments)
+        # The agent always makes a directory of its own under the temp dir (for screenshots).
+        stack.callback(shutil.rmtree, agent.agent_directory, True)
         capture.attach()
         try:
             history = await agent.run(
