@@ -44,7 +44,7 @@ def element_index(browser_state: str, target: str) -> int:
     """The index browser-use gave the element ``target`` names in its ``browser_state`` text.
 
     ``target`` with ``=`` (``id=add-to-cart``): on the element's own line; otherwise the exact text
-    of a line under it (a link's label).
+    of the line right under it (a link's label).
     """
     current: int | None = None
     for line in browser_state.splitlines():
@@ -53,8 +53,10 @@ def element_index(browser_state: str, target: str) -> int:
             current = int(match.group(1))
             if "=" in target and target in line:
                 return current
-        elif "=" not in target and line.strip() == target and current is not None:
+            continue
+        if "=" not in target and line.strip() == target and current is not None:
             return current
+        current = None  # only the line right under an element is its label
     raise PlanError(f"no element {target!r} on the page")
 
 
@@ -240,9 +242,12 @@ async def _main(args: argparse.Namespace) -> int:
     except ValueError:
         print(f"--task-ids: not a comma-separated list of integers: {args.task_ids!r}", file=sys.stderr)
         return 2
-    unknown = [i for i in task_ids if i not in plans]
-    if unknown and not args.llm_base_url:
-        print(f"no scripted plan for task(s) {unknown} (see {PLANS_FILE.name})", file=sys.stderr)
+    from cdp_integration.demo.tasks import load_demo_tasks
+
+    known = {task.task_id for task in load_demo_tasks()}
+    missing = [i for i in task_ids if i not in known or (i not in plans and not args.llm_base_url)]
+    if missing:
+        print(f"no demo task with a scripted plan (see {PLANS_FILE.name}): {missing}", file=sys.stderr)
         return 2
     trajectories = ("success", "failure") if args.trajectory == "both" else (args.trajectory,)
     args.output_dir.mkdir(parents=True, exist_ok=True)

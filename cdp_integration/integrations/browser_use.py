@@ -28,7 +28,13 @@ from cdp_integration.capture.cdp_attach import ChromiumProcess
 from cdp_integration.capture.logger import CDPSessionLogger
 from cdp_integration.session.models import Evaluation
 
-__all__ = ["BrowserUseCapture", "CapturedRun", "browser_session_for", "run_captured_agent"]
+__all__ = [
+    "BrowserUseCapture",
+    "CapturedRun",
+    "browser_session_for",
+    "import_browser_use",
+    "run_captured_agent",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -36,7 +42,7 @@ _log = logging.getLogger(__name__)
 _import_litter_removed = False
 
 
-def _import_browser_use() -> Any:
+def import_browser_use() -> Any:
     """``browser_use``, imported once; the empty directories its import makes in /tmp are removed.
 
     Its module-level default ``BrowserProfile`` creates a downloads directory under ``/tmp`` and a
@@ -63,7 +69,7 @@ def browser_session_for(cdp_url: str, scratch_dir: str | Path, **profile: Any) -
     unset, browser-use makes new ones under ``/tmp`` and never removes them. ``profile``: further
     ``BrowserProfile`` fields.
     """
-    browser_use = _import_browser_use()
+    browser_use = import_browser_use()
     scratch = Path(scratch_dir)
     settings: dict[str, Any] = {
         "cdp_url": cdp_url,
@@ -171,7 +177,7 @@ async def run_captured_agent(
     ``initial_actions`` (WebArena's start page). ``agent_options``: more ``Agent`` arguments
     (the defaults turn off browser-use's judge and vision, which need a real model).
     """
-    browser_use = _import_browser_use()
+    browser_use = import_browser_use()
     with contextlib.ExitStack() as stack:
         if cdp_url is None:
             cdp_url = stack.enter_context(ChromiumProcess()).endpoint
