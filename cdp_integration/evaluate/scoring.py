@@ -246,6 +246,16 @@ def _history(session: Session) -> list[dict[str, Any]]:
     return [{"index": s.index, "action": s.action, "url": s.url} for s in session.steps]
 
 
+def _live_score(session: Session, final_evaluation: Evaluation | None) -> float | None:
+    """The live score of the final state: BrowserGym's last reward, else the end probe's score
+    (agents driven without BrowserGym: attached pages, browser-use, OpenHands V1)."""
+    if session.final_step.reward is not None:
+        return session.final_step.reward
+    if final_evaluation is not None and final_evaluation.kind == "probe":
+        return final_evaluation.score
+    return None
+
+
 def evaluate_session(
     session: Session,
     config: Mapping[str, Any] | str | Path | None = None,
@@ -288,7 +298,7 @@ def evaluate_session(
         eval_types=list(resolved["eval"].get("eval_types") or []),
         score=final.score,
         max_score=max(recorded) if recorded else None,
-        live_reward=session.final_step.reward,
+        live_reward=_live_score(session, final_evaluation),
         live_max=max(live) if live else None,
         answer=final_evaluation.answer if final_evaluation else session.final_answer,
         history=_history(session),

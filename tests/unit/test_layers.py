@@ -25,13 +25,15 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("capture",),
     ("evaluate",),
     ("debug",),
+    ("integrations",),
     ("cli", "evaluate.command", "debug.commands", ""),
 )
 """Bottom first. A name is a module or subpackage under ``cdp_integration`` (``""``: the root
 package, a facade over every layer). The ``*.command(s)`` modules are the command layer, wherever
 they live. ``webarena`` (placeholders, site globals, the evaluator's config file and
 settings) is bottom-layer because capture's end probe needs it too.
-``demo`` is in no layer: the library never imports it."""
+``demo`` is in no layer: the library never imports it. ``integrations`` (capture of agent
+frameworks such as browser-use) sits on the whole library and nothing below imports it."""
 
 COMMAND_LAYER = LAYERS[-1]
 HEAVY = ("playwright", "browsergym", "webarena", "webarena_verified", "openhands", "gymnasium")

@@ -1,0 +1,278 @@
+"""browser-use runs captured over CDP score offline as they scored live, and their HAR is Verified's.
+
+A real ``browser_use.Agent`` (its own CDP client, ``cdp-use``) drives a real headless Chromium on the
+demo shop; its LLM is the example's scripted OpenAI-compatible server, which plays the plans in
+``examples/browser_use_plans.json`` (one string_match, one url_match, one program_html task with a
+``goto`` target, each as a succeeding and a failing trajectory). The logger is attached to the same
+browser by its DevTools endpoint. Live score: the official evaluator run on the final live state (the
+end probe). Offline score: ``evaluate_session`` on the session file alone, with the shop stopped and
+sockets refused. The HAR of each run must carry the plain-HTTP navigations with their wire headers,
+and WebArena-Verified must score a browser-use run of one of its demo tasks from that HAR.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from cdp_integration.capture.cdp_attach import ChromiumProcess
+from cdp_integration.capture.logger import CDPSessionLogger
+from cdp_integration.demo import DemoSite
+from cdp_integration.demo.tasks import configure_demo_environment
+from cdp_integration.evaluate import evaluate_session
+from cdp_integration.evaluate.verified import verified_score
+from cdp_integration.har import session_to_har
+from cdp_integration.session.store import Session, load_session
+
+pytestmark = pytest.mark.integration
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "browser_use_demo.py"
+
+
+def _example() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("browser_use_demo", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+demo = _example()
+
+
+@dataclass(frozen=True)
+class Case:
+    task_id: int
+    trajectory: str
+    score: float
+    navigations: tuple[tuple[str, str], ...]
+    """The top-level navigations the HAR must hold, in order: (method, path)."""
+
+    @property
+    def id(self) -> str:
+        return f"{self.task_id}-{self.trajectory}"
+
+
+_SPEAKER = (("GET", "/"), ("GET", "/search?q=speaker"), ("GET", "/products/3"))
+CASES = [
+    Case(10000, "success", 1.0, (("GET", "/"), ("GET", "/search?q=skillet"), ("GET", "/products/6"))),
+    Case(10000, "failure", 0.0, (("GET", "/"), ("GET", "/search?q=skillet"), ("GET", "/products/6"))),
+    Case(10015, "success", 1.0, (("GET", "/"), ("GET", "/products?category=Beauty"))),
+    Case(10015, "failure", 0.0, (("GET", "/"), ("GET", "/products?category=Electronics"))),
+    Case(10036, "success", 1.0, (*_SPEAKER, ("POST", "/cart/add"), ("GET", "/cart"))),
+    Case(10036, "failure", 0.0, _SPEAKER),
+]
+
+VERIFIED_PLANS = {
+    "success": [
+        ["navigate", "/search?q=keyboard"],
+        ["click", "Mechanical Keyboard"],
+        ["done", "Here it is."],
+    ],
+    "failure": [["navigate", "/search?q=keyboard"], ["done", "Here it is."]],
+}
+"""WebArena-Verified demo task 20002 (open the keyboard's product page): a NAVIGATE task scored on
+the HAR's navigations."""
+
+
+@dataclass(frozen=True)
+class Captured:
+    session: Session
+    live_score: float | None
+    final_answer: str | None
+    seconds: float
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Captured]]:
+    """Every case run once by browser-use in one Chromium; the shop is stopped before any scoring."""
+    out = tmp_path_factory.mktemp("browser-use-sessions")
+    captured: dict[str, Captured] = {}
+    with (
+        demo.private_browser_use_home(),
+        DemoSite() as site,
+        ChromiumProcess() as chromium,
+        demo.ScriptedAgentLLM(site.base_url) as scripted,
+    ):
+        configure_demo_environment(site.base_url)
+        from browser_use.llm import ChatOpenAI
+
+        llm = ChatOpenAI(model="scripted", base_url=scripted.base_url, api_key="scripted")
+        plans = demo.load_plans()
+
+        async def run_all() -> None:
+            from cdp_integration.integrations.browser_use import run_captured_agent
+
+            for case in CASES:
+                started = time.monotonic()
+                run = await demo.run_task(
+                    case.task_id,
+                    case.trajectory,
+                    out,
+                    site,
+                    scripted,
+                    chromium.endpoint,
+                    llm=llm,
+                    plans=plans,
+                )
+                captured[case.id] = Captured(
+                    load_session(run.session_path),
+                    run.live_score,
+                    run.final_answer,
+                    time.monotonic() - started,
+                )
+            for trajectory, plan in VERIFIED_PLANS.items():
+                site.reset()
+                scripted.plan, scripted.requests = plan, 0
+                started = time.monotonic()
+                run = await run_captured_agent(
+                    "Go to the product page of the Mechanical Keyboard",
+                    llm,
+                    out,
+                    instance_id=f"browser-use.verified.20002.{trajectory}",
+                    start_url=site.base_url + "/",
+                    cdp_url=chromium.endpoint,
+                    max_steps=6,
+                    logger_options={
+                        "task": {"verified_task_id": 20002, "site_urls": {"SHOPPING": site.base_url}}
+                    },
+                )
+                captured[f"verified-{trajectory}"] = Captured(
+                    load_session(run.session_path), None, run.final_answer, time.monotonic() - started
+                )
+
+        asyncio.run(run_all())
+        base_url = site.base_url
+        assert chromium.running()
+    assert not chromium.running()
+    for name, run in captured.items():  # the measured cost of a browser-use episode, for the report
+        print(f"{name}: {run.seconds:.1f} s, {len(run.session.steps)} steps ({base_url})")
+    yield captured
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_offline_score_equals_live_score(
+    case: Case, runs: dict[str, Captured], no_sockets: list[object]
+) -> None:
+    run = runs[case.id]
+    session = run.session
+    assert session.complete
+    assert session.end is not None and session.end.probe is not None
+    assert session.end.probe.error is None, session.end.probe.error
+    assert run.live_score == session.end.probe.score == case.score
+    assert session.final_answer == run.final_answer
+    assert len(session.steps) >= 2  # the start state and one snapshot per agent step
+
+    offline = evaluate_session(session, per_step=False)
+
+    assert offline.score == run.live_score
+    assert offline.live_reward == run.live_score
+    assert no_sockets == []
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_har_holds_the_plain_http_navigations_with_wire_headers(
+    case: Case, runs: dict[str, Captured]
+) -> None:
+    from webarena_verified.types.tracing import NetworkTrace
+
+    session = runs[case.id].session
+    base = session.task["site_urls"]["SHOPPING"]
+    entries = session_to_har(session)["log"]["entries"]
+    documents = [e for e in entries if e.get("_resourceType") == "Document"]
+    assert [(e["request"]["method"], e["request"]["url"]) for e in documents] == [
+        (method, base + path) for method, path in case.navigations
+    ]
+    for entry in documents:
+        headers = {h["name"].lower(): h["value"] for h in entry["request"]["headers"]}
+        assert headers["accept"].startswith("text/html")
+        assert (headers["sec-fetch-mode"], headers["sec-fetch-dest"]) == ("navigate", "document")
+    assert any(e["request"]["url"] == f"{base}/static/style.css" for e in entries)
+
+    trace = NetworkTrace.from_content(entries)
+    navigations = [event.url for event in trace.events if event.is_navigation_event]
+    assert navigations[-1] == base + case.navigations[-1][1]
+
+
+@pytest.mark.parametrize(("trajectory", "score"), [("success", 1.0), ("failure", 0.0)])
+def test_verified_scores_a_browser_use_run_from_its_har(
+    trajectory: str, score: float, runs: dict[str, Captured], no_sockets: list[object]
+) -> None:
+    session = runs[f"verified-{trajectory}"].session
+    assert session.final_answer == "Here it is."
+
+    result = verified_score(session)
+
+    assert result.error is None, result.error
+    evaluators: list[dict[str, Any]] = result.details["evaluators_results"]
+    assert [r["evaluator_name"] for r in evaluators] == ["AgentResponseEvaluator", "NetworkEventEvaluator"]
+    assert [r["score"] for r in evaluators] == [1.0, score]
+    assert result.score == score
+    expected_last = "/products/11" if trajectory == "success" else "/search"
+    (event,) = evaluators[1]["actual_normalized"]
+    assert event["url"]["base_url"] == "__SHOPPING__" + expected_last
+
+
+@pytest.fixture(scope="module")
+def browsergym_navigations(
+    runs: dict[str, Captured], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, list[tuple[str, str]]]:
+    """Each case's scripted trajectory played by the V0 path (BrowserGym + ``attach_to_browsergym_env``):
+    the HAR's top-level navigations, as (method, path)."""
+    from cdp_integration.demo.tasks import load_demo_tasks, run_demo_task
+
+    out = tmp_path_factory.mktemp("browsergym-sessions")
+    tasks = {task.task_id: task for task in load_demo_tasks()}
+    navigations: dict[str, list[tuple[str, str]]] = {}
+    with DemoSite() as site:
+        configure_demo_environment(site.base_url)
+        for case in CASES:
+            site.reset()
+            logger = CDPSessionLogger(out, instance_id=case.id)
+            saved: list[Path] = []
+
+            def save(env: object, logger: CDPSessionLogger = logger, saved: list[Path] = saved) -> None:
+                saved.append(logger.save_session())
+
+            run_demo_task(
+                tasks[case.task_id],
+                case.trajectory,  # type: ignore[arg-type]
+                site.base_url,
+                on_env=logger.attach_to_browsergym_env,
+                before_close=save,
+            )
+            entries = session_to_har(load_session(saved[0]))["log"]["entries"]
+            navigations[case.id] = [
+                (e["request"]["method"], e["request"]["url"].removeprefix(site.base_url))
+                for e in entries
+                if e.get("_resourceType") == "Document"
+            ]
+    return navigations
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_har_navigations_equal_those_of_the_browsergym_capture(
+    case: Case, runs: dict[str, Captured], browsergym_navigations: dict[str, list[tuple[str, str]]]
+) -> None:
+    """Same site, same trajectory, same navigations; browser-use opens the start page as its first
+    action (captured), BrowserGym opens it in ``reset`` before the agent's first step."""
+    session = runs[case.id].session
+    base = session.task["site_urls"]["SHOPPING"]
+    entries = session_to_har(session)["log"]["entries"]
+    ours = [
+        (e["request"]["method"], e["request"]["url"].removeprefix(base))
+        for e in entries
+        if e.get("_resourceType") == "Document"
+    ]
+    assert ours[0] == ("GET", "/")
+    assert ours[1:] == browsergym_navigations[case.id]
