@@ -13,8 +13,10 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -164,11 +166,12 @@ def test_a_crafted_site_url_stays_a_string(episodes: dict[int, DemoEpisode], tmp
 
 
 def test_eval_at_a_promise_that_never_settles_ends_at_the_timeout(
-    episodes: dict[int, DemoEpisode], tmp_path: Path
+    episodes: dict[int, DemoEpisode], request: pytest.FixtureRequest
 ) -> None:
     """One line and exit 2; the offline Chromium it started does not outlive it."""
-    private_tmp = tmp_path / "tmp"
-    private_tmp.mkdir()
+    # Short on purpose: Chromium puts a unix socket under TMPDIR, and socket paths are limited to 108 bytes.
+    private_tmp = Path(tempfile.mkdtemp(prefix="cdp-evt-"))
+    request.addfinalizer(lambda: shutil.rmtree(private_tmp, ignore_errors=True))
     completed = subprocess.run(
         [
             sys.executable,
