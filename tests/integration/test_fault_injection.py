@@ -42,7 +42,7 @@ from cdp_integration.demo.tasks import (
 from cdp_integration.errors import CaptureError
 from cdp_integration.session import store
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
 CDP_TIMEOUT_MS = 2_000
 """Short, so the hung and crashed tabs cost little; demo pages answer every command in milliseconds."""
