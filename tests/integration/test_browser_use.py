@@ -17,6 +17,7 @@ import importlib.util
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -151,7 +152,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Capture
                     load_session(run.session_path), None, run.final_answer, time.monotonic() - started
                 )
 
-        asyncio.run(run_all())
+        # In its own thread: the test process may already drive Playwright's sync API in this one, whose
+        # event loop then counts as running and asyncio.run() refuses to start.
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, run_all()).result()
         base_url = site.base_url
         assert chromium.running()
     assert not chromium.running()
