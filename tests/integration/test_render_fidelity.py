@@ -19,6 +19,7 @@ from playwright.sync_api import Browser
 
 from cdp_integration.capture.logger import CDPSessionLogger
 from cdp_integration.debug.viewer import collect_resources, inert_html
+from cdp_integration.replay import replay_step
 from cdp_integration.session.store import Session, load_session
 
 PAGE = """<!DOCTYPE html><html><head><title>Styled</title>
@@ -140,14 +141,14 @@ def test_shadow_roots_frames_and_cssom_rules_are_captured(captured: tuple[Sessio
 
 def test_offline_page_answers_as_the_live_page(captured: tuple[Session, list[Any]]) -> None:
     session, live = captured
-    page = session.page_at(0)
+    page = replay_step(session, 0)
     offline = [page.evaluate(expression) for expression in EXPRESSIONS]
     assert offline == live
     assert "hidden by" not in live[0] and "shown in red" in live[0]  # the CSS did hide them live
 
 
 def test_locators_see_css_visibility_offline(captured: tuple[Session, list[Any]]) -> None:
-    page = captured[0].page_at(0)
+    page = replay_step(captured[0], 0)
     hidden = [".by-class", ".by-import", ".by-cssom", ".by-adopted", "#host .shadow-hidden"]
     assert [page.locator(selector).is_visible() for selector in hidden] == [False] * 5
     assert page.locator("#shown").is_visible() and page.locator("#host .in-shadow").is_visible()

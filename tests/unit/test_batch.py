@@ -388,13 +388,12 @@ def test_provenance_is_written_and_recorded_only_reaches_the_scorer(tmp_path: Pa
     sessions = tmp_path / "sessions"
     write_spec(sessions, "rec", task_id=1, provenance="recorded")
     write_spec(sessions, "recon", task_id=2, provenance="reconstructed")
-    score_directory(sessions, tmp_path / "all", progress=False, score_fn=provenance_score, workers=workers)
+    score_directory(sessions, tmp_path / "all", score_fn=provenance_score, workers=workers)
     lines = by_path(read_lines(tmp_path / "all"))
     assert lines["recon.session.jsonl.gz"]["test_result"]["provenance"] == "reconstructed"
     summary = score_directory(
         sessions,
         tmp_path / "strict",
-        progress=False,
         score_fn=provenance_score,
         workers=workers,
         recorded_only=True,
