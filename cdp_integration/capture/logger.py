@@ -151,7 +151,7 @@ class CDPSessionLogger:
     per-step snapshot of the active tab instead of taking a second), ``own_dom_snapshot`` (take
     Chromium's DOMSnapshot for tabs with no observation snapshot; off by default: ~0.5 s on a
     15,000-node page, and replay answers ``DOMSnapshot.captureSnapshot`` from the captured page
-    without it), ``page_resources`` (CDP resource types whose bodies are stored once per URL so
+    without it; on when ``redact`` is set, since typed passwords are found in it), ``page_resources`` (CDP resource types whose bodies are stored once per URL so
     pages render offline: stylesheets by default), ``frames`` (same-origin iframes' documents) and
     ``cssom_styles`` (adopted and CSSOM-inserted style rules), ``screenshot``, ``accessibility_tree``,
     ``response_bodies`` (``documents``, ``all`` or ``none``), ``max_html_bytes``, ``compresslevel``,
@@ -603,7 +603,9 @@ class CDPSessionLogger:
             return TabState(tab_id=tab.tab_id, url=url, title=title, active=active)
         fields: dict[str, Any] = {"dom_snapshot_source": "observation" if observed_dom is not None else "cdp"}
         if active or self.options["dom"] == "all_tabs":
-            own = self.options["own_dom_snapshot"]
+            # Redaction learns typed passwords from the snapshot's input values (the HTML lacks them),
+            # so a redacting logger takes one even when ``own_dom_snapshot`` is off.
+            own = self.options["own_dom_snapshot"] or self._redactor is not None
             for name, read in (
                 ("dom_snapshot", lambda: observed_dom or (state.read_dom_snapshot(tab.cdp) if own else None)),
                 ("html", lambda: state.read_html(tab.cdp, max_bytes=self.options["max_html_bytes"])),
