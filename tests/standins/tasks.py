@@ -206,6 +206,9 @@ def play_tasks(
 def play_in_workers(task_ids: Sequence[int], sessions: Path, *, workers: int = 2) -> list[LiveEpisode]:
     """`play_tasks` split over ``workers`` spawned processes, each with its own stand-ins and browser."""
     chunks = [list(task_ids[i::workers]) for i in range(workers)]
+    from tests.standins.wikipedia import build_zim
+
+    build_zim()  # once, here: the workers' stand-ins then find it in the cache instead of racing to build it
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
         futures = [pool.submit(play_tasks, chunk, str(sessions)) for chunk in chunks if chunk]
         results = [episode for future in futures for episode in future.result()]

@@ -7,6 +7,7 @@ Articles live at WebArena's paths, ``/wikipedia_en_all_maxi_2022-05/A/<Title>``.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import socket
 import struct
@@ -103,7 +104,7 @@ def build_zim(cache: Path | None = None) -> Path:
         for name, (title, body) in ARTICLES.items():
             (html_dir / name).write_text(_html(title, body))
         (html_dir / "favicon.png").write_bytes(_png(48))
-        partial = target.with_suffix(".partial")
+        partial = target.with_name(f"{target.stem}.{os.getpid()}.partial")  # one per concurrent builder
         subprocess.run(
             [
                 zimwriterfs,
