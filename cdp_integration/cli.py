@@ -12,9 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from cdp_integration.debug.commands import register_debug_commands
 from cdp_integration.errors import CDPIntegrationError, one_line_error
-from cdp_integration.evaluate.command import register_eval_command
 
 if TYPE_CHECKING:
     from cdp_integration.session.store import Session
@@ -26,6 +24,59 @@ _INPUT_ERRORS = (CDPIntegrationError, OSError, RecursionError, MemoryError, Valu
 """What bad input (a hostile or broken file, an unwritable output) can raise: one line, exit 2."""
 
 
+LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "eval": (
+        "cdp_integration.evaluate.command",
+        "eval_command",
+        "Score a directory of sessions offline; write output.jsonl and a report.",
+    ),
+    "steps": (
+        "cdp_integration.debug.commands",
+        "steps",
+        "One row per step of SESSION: action, URL, title, document status, requests, capture ms, evaluation, faults.",
+    ),
+    "show": (
+        "cdp_integration.debug.commands",
+        "show",
+        "The state captured at STEP of SESSION (negative STEP counts from the end); a summary by default.",
+    ),
+    "diff": (
+        "cdp_integration.debug.commands",
+        "diff_command",
+        "What changed from step A to step B: URL, title, tabs, cookies, storage, requests, visible text.",
+    ),
+    "debug": (
+        "cdp_integration.debug.commands",
+        "debug",
+        "Step through SESSION at a prompt (n, p, g N, views, d, js, q; h for help).",
+    ),
+    "view": (
+        "cdp_integration.debug.commands",
+        "view",
+        "Write a self-contained HTML viewer of SESSION: open it in any browser, offline.",
+    ),
+    "export-wabe": (
+        "cdp_integration.debug.commands",
+        "export_wabe_command",
+        "Write SESSION in WABE's layout: DIR/result.json and DIR/trajectory/step_NNN.png.",
+    ),
+    "eval-at": (
+        "cdp_integration.debug.commands",
+        "eval_at",
+        "Run JavaScript against the page as it was at STEP, offline (sandboxed, nothing fetched).",
+    ),
+    "rescore": (
+        "cdp_integration.debug.commands",
+        "rescore",
+        'Score the session offline with a (possibly edited) WebArena config: "what if the task said X".',
+    ),
+}
+"""Commands defined in heavier modules: name -> (module, attribute, the help line ``--help`` lists).
+
+They are imported only when run (or asked for their own help), so ``cdp-session --help`` stays quick;
+a test checks each line equals the command's own."""
+
+
 class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -33,6 +84,37 @@ class _Group(click.Group):
         except _INPUT_ERRORS as exc:
             click.echo(f"cdp-session: error: {one_line_error(exc)}", err=True)
             ctx.exit(2)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
+            import importlib
+
+            module, attribute, _ = LAZY_COMMANDS[cmd_name]
+            self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """As click lists commands, with the lazy ones' help lines from ``LAZY_COMMANDS``."""
+        names = [
+            name
+            for name in self.list_commands(ctx)
+            if name in LAZY_COMMANDS or not self.commands[name].hidden
+        ]
+        if not names:
+            return
+        limit = formatter.width - 6 - max(map(len, names))
+        rows = []
+        for name in names:
+            command = self.commands.get(name)
+            if command is None:
+                rows.append((name, click.utils.make_default_short_help(LAZY_COMMANDS[name][2], limit)))
+            else:
+                rows.append((name, command.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
 def _parse_steps(value: str | None, session: Session) -> range | None:
@@ -302,7 +384,3 @@ def setup() -> None:
 
 def main() -> None:
     cli(prog_name="cdp-session")
-
-
-register_eval_command(cli)
-register_debug_commands(cli)

@@ -146,3 +146,31 @@ def test_setup_writes_punkt_tab_and_the_browser_layout_under_the_cache_dir(
     assert any(path.is_symlink() for path in browsers.rglob("chrome*"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache"]  # nothing in the working directory
     assert str(browsers) in result.output
+
+
+_HELP = """
+import sys
+import click
+from click.testing import CliRunner
+from cdp_integration.cli import LAZY_COMMANDS, cli
+if sys.argv[1] == "load":
+    for name in LAZY_COMMANDS:
+        cli.get_command(click.Context(cli), name)
+print(CliRunner().invoke(cli, ["--help"], prog_name="cdp-session", terminal_width=100).output)
+print(sorted(name for name in sys.modules if name.startswith(("cdp_integration.debug", "cdp_integration.evaluate"))))
+"""
+
+
+def test_help_lists_lazy_commands_as_their_own_help_says_without_importing_them() -> None:
+    import subprocess
+    import sys
+
+    lazy, loaded = (
+        subprocess.run([sys.executable, "-c", _HELP, mode], capture_output=True, text=True, check=True).stdout
+        for mode in ("lazy", "load")
+    )
+    lazy_help, lazy_modules = lazy.rsplit("\n", 2)[:2]
+    loaded_help, loaded_modules = loaded.rsplit("\n", 2)[:2]
+    assert lazy_help == loaded_help
+    assert "rescore" in lazy_help and "eval-at" in lazy_help
+    assert lazy_modules == "[]" and "cdp_integration.debug.commands" in loaded_modules
