@@ -224,10 +224,11 @@ def score_directory(
     the scorer once and holding one session at a time (only there does a scorer that kills its
     process cost just its session). ``scorer`` is passed to the scorer as
     ``scorer=`` when given (``webarena`` or ``verified``). ``resume=False`` starts a new
-    ``output.jsonl``. ``progress``: a progress bar factory (none by default). ``trust_configs`` /
-    ``complete_only`` are passed to the scorer when set (see ``score_session_file``); a session the
-    scorer skips gets no line. ``recorded_only`` is passed to the scorer: a session needing an answer
-    the live evaluator did not record becomes an error line (``ReconstructedAnswerError``). Raises
+    ``output.jsonl``. ``progress``: a progress bar factory (none by default). ``trust_configs``,
+    ``complete_only`` and ``recorded_only`` are passed to the scorer as keywords when set (see
+    ``score_session_file``): a session the scorer skips gets no line; with ``recorded_only`` a session
+    needing an answer the live evaluator did not record becomes an error line
+    (``ReconstructedAnswerError``). Raises
     ``EvaluationError`` for unusable arguments or a directory without sessions, never for a bad session.
     """
     started = time.perf_counter()
@@ -238,8 +239,6 @@ def score_directory(
         raise EvaluationError(f"workers must be at least 1, not {workers}")
     if scorer is not None and scorer not in SCORERS:
         raise EvaluationError(f"unknown scorer {scorer!r}; choose one of {', '.join(SCORERS)}")
-    if recorded_only:  # a partial of a module-level function still reaches worker processes
-        score_fn = functools.partial(score_fn or _default_score_fn(), recorded_only=True)
     if score_fn is None:
         _check_default_scorer(import_it=workers == 1)
     elif workers > 1:
@@ -259,9 +258,8 @@ def score_directory(
     del done
     errors: Counter[str] = Counter()
     written = not_scored = 0
-    options = {
-        name: True for name, on in (("trust_configs", trust_configs), ("complete_only", complete_only)) if on
-    }
+    flags = {"trust_configs": trust_configs, "complete_only": complete_only, "recorded_only": recorded_only}
+    options = {name: True for name, on in flags.items() if on}  # a scorer gets only the flags that are set
     with ExitStack() as stack:
         out = stack.enter_context(open(output_path, "ab"))
         bar: Progress = stack.enter_context(progress(len(jobs)) if progress and jobs else _NoProgress())

@@ -205,7 +205,7 @@ def evaluate_step(
         )
     page = context.active_page
     vet_config(config, page_urls=_page_urls(context), trusted=trusted)
-    chat = _chat_messages(evaluation, session.final_answer if step in (-1, len(session.steps) - 1) else None)
+    chat = _chat_messages(evaluation, session.answer_at(step))
     urls = site_urls(session)
     with (
         use_site_urls(urls),

@@ -121,6 +121,10 @@ class Session:
     def _is_last(self, step: int) -> bool:
         return self.step_index(step) == len(self.steps) - 1
 
+    def answer_at(self, step: int) -> str | None:
+        """The agent's final answer as the chat holds it at ``step``: on the last step only."""
+        return self.final_answer if self._is_last(step) else None
+
     def evaluation_at(self, step: int) -> Evaluation | None:
         """The recorded evaluator run on the state of ``step``: its own ``validate()``, or, on the last
         step when it had none, the logger's end-of-episode probe."""

@@ -61,7 +61,7 @@ def test_step_counts_from_the_end_when_negative() -> None:
 @pytest.mark.parametrize("wanted", [3, -4, 100])
 def test_one_error_for_a_step_out_of_range(wanted: int) -> None:
     s = session([step(0), step(1), step(2)])
-    for accessor in (s.step, s.step_index, s.evaluation_at, s.network_at):
+    for accessor in (s.step, s.step_index, s.evaluation_at, s.network_at, s.answer_at):
         with pytest.raises(
             StepIndexError, match=rf"step {wanted} is out of range: the session has steps 0\.\.2"
         ):
@@ -92,3 +92,9 @@ def test_the_end_records_traffic_belongs_to_the_last_step() -> None:
     assert [e.request_id for e in s.network_at(0)] == ["s0"]
     assert [e.request_id for e in s.network_at(-1)] == ["s1", "late-post"]
     assert [e.request_id for e in session([step(0), step(1)]).network_at(1)] == ["s1"]
+
+
+def test_the_final_answer_is_in_the_chat_of_the_last_step_only() -> None:
+    s = session([step(0), step(1), step(2)], SessionEnd(ended=2.0, final_answer="42"))
+    assert [s.answer_at(i) for i in (0, 1, 2, -1, -2, -3)] == [None, None, "42", "42", None, None]
+    assert session([step(0)]).answer_at(-1) is None
