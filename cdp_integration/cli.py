@@ -326,7 +326,7 @@ def export_verified_command(sessions: tuple[Path, ...], output_dir: Path, trim: 
     "-o", "--output", type=click.Path(path_type=Path), required=True, help="Directory for the session."
 )
 @click.option("--every-navigation", is_flag=True, help="Also capture after each page load in any tab.")
-@click.option("--instance-id", help="Session file name (default: session-<time>-<pid>).")
+@click.option("--instance-id", help="Session file name (default: session-<time>-<pid>-<random>).")
 @click.option("--task-id", type=int, help="The WebArena(-Verified) task id the recorded episode is for.")
 @click.option(
     "--site-url", "site_urls", metavar="SITE=URL", multiple=True, help="A task site's URL (repeatable)."

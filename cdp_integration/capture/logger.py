@@ -227,6 +227,8 @@ class CDPSessionLogger:
         self.steps_captured = 0
         self.last_step: Step | None = None
         self.saved_path: Path | None = None
+        self._default_stem = f"session-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        """The file name without an instance id; unique, since loggers of one process may write at once."""
 
     # -- attaching ---------------------------------------------------------------------------
 
@@ -745,7 +747,7 @@ class CDPSessionLogger:
     # -- writing -----------------------------------------------------------------------------
 
     def _file_stem(self, instance_id: str | None) -> str:
-        return instance_id or self.instance_id or f"session-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        return instance_id or self.instance_id or self._default_stem
 
     def _ensure_writer(self) -> SessionWriter:
         if self._writer is None:
