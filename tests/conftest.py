@@ -1,12 +1,17 @@
-"""Session-wide set-up: the demo corpus starts recording as soon as a collected test needs it; the
-``no_sockets`` fixture.
+"""Session-wide set-up: one scratch directory per test run, the demo corpus (recorded in the
+background as soon as a collected test needs it), the order and grouping of test modules for
+pytest-xdist, and the ``no_sockets`` fixture.
 
-Tests that use the ``demo_corpus`` fixture run last, so the live recording (worker processes, see
-``tests/integration/corpus.py``) overlaps with the rest of the suite instead of blocking it.
+``make test`` runs the suite distributed (``pytest -n N --dist loadgroup``): each test module runs
+whole in one worker process (its module fixtures are set up once), modules that must not overlap
+share a group, the slowest modules are handed out first and the corpus users last, so the live
+recording overlaps with the rest of the suite instead of blocking it. Without ``-n`` the same order
+applies in one process.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import tempfile
@@ -20,40 +25,91 @@ if TYPE_CHECKING:
 
 CORPUS_FIXTURE = "demo_corpus"
 CORPUS_TIMEOUT_S = 1800
-corpus_key: pytest.StashKey[CorpusRecording] = pytest.StashKey()
+RUN_DIR_VARIABLE = "CDP_TEST_RUN_DIR"
+"""The test run's scratch directory: made by the controlling pytest process, inherited by its workers."""
+
+GROUPS = {
+    "tests/integration/test_openhands.py": "openhands",
+    "tests/integration/test_openhands_v1.py": "openhands",
+    "tests/integration/test_webarena_run_infer.py": "openhands",
+}
+"""Modules that must not run at the same time: OpenHands writes ``/tmp/oh-server-url`` whatever
+TMPDIR says, and each of these checks it restores the file."""
+
+SLOWEST_FIRST = (
+    "tests/integration/test_openhands.py",
+    "tests/integration/test_openhands_v1.py",
+    "tests/integration/test_browser_use.py",
+    "tests/integration/test_capture_browsergym.py",
+    "tests/integration/test_fault_injection.py",
+    "tests/conformance/test_conformance.py",
+)
+"""Measured the longest (a minute or more each): handed out first, so no worker starts one last."""
+
+run_dir_key: pytest.StashKey[Path] = pytest.StashKey()
+recording_key: pytest.StashKey[CorpusRecording] = pytest.StashKey()
 
 
 def _needs_corpus(item: pytest.Item) -> bool:
     return CORPUS_FIXTURE in getattr(item, "fixturenames", ())
 
 
+def _module(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: the controller made the directory
+        return
+    run_dir = Path(tempfile.mkdtemp(prefix="cdp-test-run-"))
+    config.stash[run_dir_key] = run_dir
+    os.environ[RUN_DIR_VARIABLE] = str(run_dir)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    run_dir = config.stash.get(run_dir_key, None)
+    if run_dir is None:
+        return
+    from tests.integration.corpus import CorpusRecording
+
+    recording = config.stash.get(recording_key, None) or CorpusRecording(run_dir / "corpus")
+    recording.stop()
+    shutil.rmtree(run_dir, ignore_errors=True)
+    os.environ.pop(RUN_DIR_VARIABLE, None)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    items.sort(key=_needs_corpus)  # stable: the corpus users keep their order, after everything else
+    def order(item: pytest.Item) -> tuple[bool, int]:
+        module = _module(item)
+        rank = SLOWEST_FIRST.index(module) if module in SLOWEST_FIRST else len(SLOWEST_FIRST)
+        return _needs_corpus(item), rank
+
+    items.sort(key=order)  # stable: each module's tests keep their order
     for item in items:
+        item.add_marker(pytest.mark.xdist_group(GROUPS.get(_module(item), _module(item))))
         if _needs_corpus(item):  # the first one's set-up may wait for the recording to finish
             item.add_marker(pytest.mark.timeout(CORPUS_TIMEOUT_S))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start recording the corpus if a collected test needs it and no other process of the run has."""
     if session.config.option.collectonly or not any(_needs_corpus(item) for item in session.items):
+        return
+    corpus = Path(os.environ[RUN_DIR_VARIABLE]) / "corpus"
+    try:
+        corpus.mkdir()
+    except FileExistsError:  # another pytest-xdist worker started it
         return
     from cdp_integration import environment
     from cdp_integration.demo.tasks import load_demo_tasks
     from tests.integration.corpus import CorpusRecording, default_workers
 
     environment.prepare()
-    root = Path(tempfile.mkdtemp(prefix="cdp-demo-corpus-"))
     task_ids = [task.task_id for task in load_demo_tasks()]
-    session.config.stash[corpus_key] = CorpusRecording(root, task_ids, workers=default_workers())
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    recording = session.config.stash.get(corpus_key, None)
-    if recording is not None:
-        recording.stop()
-        shutil.rmtree(recording.root, ignore_errors=True)
+    session.config.stash[recording_key] = CorpusRecording.start(corpus, task_ids, workers=default_workers())
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Playwright
@@ -62,9 +63,10 @@ def demo_corpus(request: pytest.FixtureRequest) -> list[DemoEpisode]:
     Recording started in the background when collection finished (``tests/conftest.py``); the demo
     shops of the recording processes are stopped by the time this returns.
     """
-    from tests.conftest import CORPUS_TIMEOUT_S, corpus_key
+    from tests.conftest import CORPUS_TIMEOUT_S, RUN_DIR_VARIABLE
+    from tests.integration.corpus import CorpusRecording
 
-    recording = request.config.stash[corpus_key]
+    recording = CorpusRecording(Path(os.environ[RUN_DIR_VARIABLE]) / "corpus")
     episodes = recording.episodes(timeout=CORPUS_TIMEOUT_S - 60)
     print(f"\ndemo corpus: {len(episodes)} live episodes recorded in {recording.seconds} s (wall clock)")
     return episodes

@@ -4,15 +4,17 @@
 redaction tests score. Recording them is mostly waiting (BrowserGym sleeps 0.5 s after every step, the
 live evaluator sleeps 3 s per program_html check), so the tasks are split round-robin over
 ``CDP_TEST_CORPUS_WORKERS`` processes (default 3), each with its own demo shop, Playwright driver and
-Chromium, started as soon as pytest has collected a test that needs the corpus: the rest of the suite
-runs meanwhile. Each worker writes its episodes into a JSON manifest; :class:`CorpusRecording` joins
-them back in demo-task order.
+Chromium, started as soon as pytest has collected a test that needs the corpus (by the first pytest-xdist
+worker that has, when the suite runs distributed): the rest of the suite runs meanwhile. Each
+recorder writes its episodes into a JSON manifest; :class:`CorpusRecording` joins them back in
+demo-task order.
 
 Run as ``python -m tests.integration.corpus OUT TASK_ID...`` (what a worker is).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -28,6 +30,7 @@ __all__ = ["CorpusRecording", "default_workers", "record"]
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = "episodes.json"
+PLAN = "plan.json"
 
 
 def default_workers() -> int:
@@ -68,52 +71,96 @@ def _read_manifest(path: Path) -> list[DemoEpisode]:
 
 
 class CorpusRecording:
-    """Worker processes recording the demo corpus in the background; :meth:`episodes` waits for them."""
+    """Worker processes recording the demo corpus in the background, in ``root``.
 
-    def __init__(self, root: Path, task_ids: list[int], *, workers: int) -> None:
+    One process of the test run starts them (:meth:`start`); any process of the run (a pytest-xdist
+    worker too) can wait for their episodes (:meth:`episodes`) or stop them (:meth:`stop`): the plan
+    (task order, worker folders and PIDs) is in ``root/plan.json``. The recorders run in sessions of
+    their own, so they outlive the process that started them if it ends first.
+    """
+
+    def __init__(self, root: Path) -> None:
         self.root = root
-        self.started = time.perf_counter()
-        self._task_order = {task_id: index for index, task_id in enumerate(task_ids)}
-        self._procs: list[tuple[Path, subprocess.Popen[bytes]]] = []
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+        """The recorders this process started (it reaps them)."""
+        self._episodes: list[DemoEpisode] | None = None
+        self.seconds: float | None = None
+
+    @classmethod
+    def start(cls, root: Path, task_ids: list[int], *, workers: int) -> CorpusRecording:
+        recording = cls(root)
+        plan: dict[str, object] = {"task_ids": task_ids, "started": time.time(), "workers": []}
         for worker in range(min(workers, len(task_ids))):
             out = root / f"worker-{worker}"
             out.mkdir(parents=True)
             share = [str(task_id) for task_id in task_ids[worker::workers]]
-            log = (out / "log.txt").open("wb")
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.integration.corpus", str(out), *share],
-                cwd=REPO,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group: Chromium and the driver stop with it
-            )
-            log.close()
-            self._procs.append((out, proc))
-        self._episodes: list[DemoEpisode] | None = None
-        self.seconds: float | None = None
+            with (out / "log.txt").open("wb") as log:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "tests.integration.corpus", str(out), *share],
+                    cwd=REPO,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # its own process group: Chromium and the driver stop with it
+                )
+            recording._children[proc.pid] = proc
+            plan["workers"].append({"out": str(out), "pid": proc.pid})  # type: ignore[attr-defined]
+        partial = root / (PLAN + ".partial")
+        partial.write_text(json.dumps(plan))
+        partial.rename(root / PLAN)
+        return recording
+
+    def _plan(self, deadline: float) -> dict[str, object]:
+        while not (self.root / PLAN).exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no corpus recording was started in {self.root}")
+            time.sleep(0.2)
+        plan: dict[str, object] = json.loads((self.root / PLAN).read_text())
+        return plan
+
+    def _running(self, pid: int) -> bool:
+        child = self._children.get(pid)
+        if child is not None:
+            return child.poll() is None
+        try:  # started by another process of the run: alive unless gone or a zombie
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return False
+        return state != "Z"
 
     def episodes(self, timeout: float = 1800) -> list[DemoEpisode]:
         if self._episodes is None:
             deadline = time.monotonic() + timeout
+            plan = self._plan(deadline)
             collected: list[DemoEpisode] = []
-            for out, proc in self._procs:
-                code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-                if code != 0 or not (out / MANIFEST).exists():
+            for worker in plan["workers"]:  # type: ignore[attr-defined]
+                out, pid = Path(worker["out"]), int(worker["pid"])
+                while not (out / MANIFEST).exists() and self._running(pid):
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"corpus worker {out.name} still recording after {timeout:.0f} s")
+                    time.sleep(0.5)
+                if not (out / MANIFEST).exists():
                     tail = (out / "log.txt").read_text(errors="replace")[-3000:]
-                    raise RuntimeError(f"corpus worker {out.name} exited with {code}:\n{tail}")
+                    raise RuntimeError(f"corpus worker {out.name} ended without its episodes:\n{tail}")
                 collected += _read_manifest(out / MANIFEST)
+            order = {task_id: index for index, task_id in enumerate(plan["task_ids"])}  # type: ignore[arg-type]
             trajectories = {"success": 0, "failure": 1}
-            collected.sort(key=lambda e: (self._task_order[e.task_id], trajectories[e.trajectory]))
+            collected.sort(key=lambda e: (order[e.task_id], trajectories[e.trajectory]))
             self._episodes = collected
-            self.seconds = round(time.perf_counter() - self.started, 1)
+            self.seconds = round(time.time() - float(plan["started"]), 1)  # type: ignore[arg-type]
         return self._episodes
 
     def stop(self) -> None:
-        """Stop any worker still running (by its PID), e.g. when the run was interrupted."""
-        for _, proc in self._procs:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        """Stop every recorder of the plan still running (by its PID and process group)."""
+        if not (self.root / PLAN).exists():
+            return
+        for worker in json.loads((self.root / PLAN).read_text())["workers"]:
+            pid = int(worker["pid"])
+            if self._running(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+            child = self._children.get(pid)
+            if child is not None:
+                child.wait()
 
 
 if __name__ == "__main__":

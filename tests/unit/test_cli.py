@@ -53,7 +53,7 @@ def test_har_exports_a_step_range(session_path: Path, tmp_path: Path) -> None:
         b"",
         b"not a session",
         b"\x1f\x8b\x08\x00\x00\x00",
-        gzip.compress(b'{"type": "header", "format_version": 99}\n'),
+        gzip.compress(b'{"type": "header", "format_version": 99}\n', mtime=0),
     ],
     ids=["empty", "text", "truncated-gzip", "future-version"],
 )
@@ -111,7 +111,8 @@ def test_har_show_reads_back_an_exported_har(session_path: Path, tmp_path: Path)
 
 
 @pytest.mark.parametrize(
-    "content", [b"{}", b'{"log": {"version": "9.9", "entries": []}}', gzip.compress(b" " * 4096)[:20]]
+    "content",
+    [b"{}", b'{"log": {"version": "9.9", "entries": []}}', gzip.compress(b" " * 4096, mtime=0)[:20]],
 )
 def test_har_show_refuses_a_bad_har_in_one_line(tmp_path: Path, content: bytes) -> None:
     bad = tmp_path / "bad.har"

@@ -127,7 +127,7 @@ def test_export_wabe_writes_result_and_trajectory(session_path: Path, tmp_path: 
 
 @pytest.mark.parametrize(
     "content",
-    [b"", b"not a session", gzip.compress(b'{"type": "header", "format_version": 99}\n')],
+    [b"", b"not a session", gzip.compress(b'{"type": "header", "format_version": 99}\n', mtime=0)],
     ids=["empty", "text", "future-version"],
 )
 def test_bad_session_is_one_line_and_exit_2(tmp_path: Path, content: bytes) -> None:
