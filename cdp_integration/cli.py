@@ -108,11 +108,8 @@ class _Group(click.Group):
         limit = formatter.width - 6 - max(map(len, names))
         rows = []
         for name in names:
-            command = self.commands.get(name)
-            if command is None:
-                rows.append((name, click.utils.make_default_short_help(LAZY_COMMANDS[name][2], limit)))
-            else:
-                rows.append((name, command.get_short_help_str(limit)))
+            command = self.commands.get(name) or click.Command(name, help=LAZY_COMMANDS[name][2])
+            rows.append((name, command.get_short_help_str(limit)))
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 

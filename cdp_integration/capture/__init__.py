@@ -12,9 +12,10 @@ from cdp_integration._lazy import lazy_exports
 if TYPE_CHECKING:
     from cdp_integration.capture.logger import CDPSessionLogger, DomScope
     from cdp_integration.capture.network import BodyPolicy
+    from cdp_integration.capture.options import CaptureOptions
     from cdp_integration.capture.probes import EvaluationRecorder
 
-__all__ = ["BodyPolicy", "CDPSessionLogger", "DomScope", "EvaluationRecorder"]
+__all__ = ["BodyPolicy", "CDPSessionLogger", "CaptureOptions", "DomScope", "EvaluationRecorder"]
 
 if not TYPE_CHECKING:  # type checkers see the imports above, not the lazy lookup
     __getattr__, __dir__ = lazy_exports(
@@ -22,7 +23,8 @@ if not TYPE_CHECKING:  # type checkers see the imports above, not the lazy looku
         {
             "BodyPolicy": "cdp_integration.capture.network",
             "CDPSessionLogger": "cdp_integration.capture.logger",
-            "DomScope": "cdp_integration.capture.logger",
+            "CaptureOptions": "cdp_integration.capture.options",
+            "DomScope": "cdp_integration.capture.options",
             "EvaluationRecorder": "cdp_integration.capture.probes",
         },
     )

@@ -7,66 +7,43 @@ tabs, cookies and storage, drains the network events since the previous capture,
 
 Capture never raises into the caller: every failure becomes a ``CaptureFault`` in the step (or in
 the session end record) and the episode goes on.
+
+The logger wires parts with one job each and runs the capture sequence: ``tabs`` (the followed
+tabs and their CDP sessions), ``reader`` (each tab's state), ``traffic`` (network exchanges, CDP's
+and Playwright's), ``writer`` (the session file, recovered after a failed write), ``probes`` (the
+evaluator's runs) and ``browsergym`` (the BrowserGym env adapter).
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import functools
 import os
 import time
-import uuid
 from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Concatenate, Literal
-from urllib.parse import urldefrag
+from typing import TYPE_CHECKING, Any, Concatenate
 
 import orjson
-from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
-from cdp_integration.capture import state
+from cdp_integration.capture.faults import as_fault, fault
 from cdp_integration.capture.network import BodyPolicy, NetworkRecorder
-from cdp_integration.capture.probes import EvaluationRecorder, build_trajectory, webarena_config_file
-from cdp_integration.errors import CaptureError, SessionFormatError
-from cdp_integration.session.models import (
-    CaptureFault,
-    Cookie,
-    Evaluation,
-    NetworkExchange,
-    PageResource,
-    RequestInfo,
-    ResponseInfo,
-    SessionEnd,
-    Step,
-    TabState,
-    TrafficOrigin,
-)
+from cdp_integration.capture.options import CaptureOptions, DomScope
+from cdp_integration.capture.probes import EpisodeEvaluations
+from cdp_integration.capture.reader import StateReader
+from cdp_integration.capture.tabs import TabTracker
+from cdp_integration.capture.traffic import TrafficRecorder
+from cdp_integration.capture.writer import RecoveringWriter
+from cdp_integration.errors import CaptureError
+from cdp_integration.session.models import CaptureFault, Cookie, Evaluation, NetworkExchange, SessionEnd, Step
 from cdp_integration.session.redact import RedactionPolicy, Redactor
-from cdp_integration.session.store import (
-    PARTIAL_SUFFIX,
-    SESSION_SUFFIX,
-    SessionWriter,
-    load_session,
-    new_header,
-)
-from cdp_integration.webarena import use_site_urls
+from cdp_integration.session.store import new_header
 
 if TYPE_CHECKING:
     from cdp_integration.capture.cdp_attach import BrowserThread
+    from cdp_integration.session.models import SessionHeader
 
 __all__ = ["CDPSessionLogger", "DomScope"]
-
-DomScope = Literal["all_tabs", "active_tab"]
-
-_NETWORK_BUFFERS = {"maxTotalBufferSize": 100_000_000, "maxResourceBufferSize": 20_000_000}
-
-
-def _fault(stage: str, exc: BaseException, tab_id: str | None = None) -> CaptureFault:
-    return CaptureFault(
-        stage=stage, error_type=type(exc).__name__, message=str(exc).strip()[:1000], tab_id=tab_id
-    )
 
 
 def _in_browser_thread[**P, R](
@@ -85,64 +62,6 @@ def _in_browser_thread[**P, R](
     return run
 
 
-class _TimedCDP:
-    """A tab's CDP session whose commands give up after ``timeout_ms`` (Playwright's wait forever).
-
-    A hung or crashed renderer never answers: without a limit it would block the capture, and with
-    it the agent's episode. After one timeout the tab's renderer is taken as unresponsive until
-    ``reset()`` (the next capture): its other commands fail at once instead of each waiting the
-    full time. ``Target.*`` and ``Browser.*`` are answered by the browser process and still sent.
-    """
-
-    def __init__(self, session: Any, timeout_ms: float) -> None:
-        self.session = session
-        self.timeout_ms = timeout_ms
-        self.timed_out: str | None = None
-
-    def send(self, method: str, params: dict[str, Any] | None = None) -> Any:
-        if self.timed_out is not None and not method.startswith(("Target.", "Browser.")):
-            raise TimeoutError(f"{method} not sent: {self.timed_out} timed out in this capture")
-        try:
-            return self.session.send(method, params, timeout=self.timeout_ms)
-        except PlaywrightTimeoutError:
-            self.timed_out = method
-            raise
-
-    def reset(self) -> None:
-        self.timed_out = None
-
-    def on(self, event: str, handler: Callable[[Any], None]) -> None:
-        self.session.on(event, handler)
-
-    def detach(self) -> None:
-        self.session.detach()
-
-
-@dataclass
-class _Tab:
-    page: Any
-    cdp: _TimedCDP
-    tab_id: str
-    origin: TrafficOrigin
-    page_enabled: bool = False
-    """``Page.enable`` sent (``Page.getResourceContent`` needs it; enabled on first use only)."""
-    frame_tree: dict[str, Any] | None = None
-    """This capture's frame tree, read once for the readers that need it."""
-    worlds: dict[str, int] = field(default_factory=dict)
-    """The isolated world's execution context per document (loader id)."""
-
-
-@dataclass
-class _EarlyRequest:
-    """A request seen by Playwright before the tab's CDP session existed (a new tab's first load)."""
-
-    request: Any
-    seen: float
-    origin: TrafficOrigin
-    response: Any = None
-    """Kept from Playwright's ``response`` event: still readable after the tab has closed."""
-
-
 class CDPSessionLogger:
     """Records DOM, HTML, cookies, storage, tabs and network traffic after each step.
 
@@ -157,6 +76,7 @@ class CDPSessionLogger:
     ``response_bodies`` (``documents``, ``all`` or ``none``), ``max_html_bytes``, ``compresslevel``,
     ``redact`` (``True`` or a ``RedactionPolicy``: secrets are replaced before anything is written),
     ``cdp_timeout_ms`` (a CDP command not answered in this time is a fault: a hung or crashed tab).
+    They are kept as ``options`` (a frozen ``CaptureOptions``).
     """
 
     def __init__(
@@ -180,63 +100,87 @@ class CDPSessionLogger:
         redact: bool | RedactionPolicy = False,
         cdp_timeout_ms: float = 30_000,
     ) -> None:
-        configured = session_dir or os.environ.get("WEBARENA_CDP_SESSION_DIR") or "cdp_sessions"
-        self.session_dir = Path(configured)
-        self.instance_id = instance_id or os.environ.get("WEBARENA_CDP_INSTANCE_ID") or None
-        self.options: dict[str, Any] = {
-            "dom": dom,
-            "screenshot": screenshot,
-            "accessibility_tree": accessibility_tree,
-            "response_bodies": response_bodies,
-            "max_html_bytes": max_html_bytes,
-            "reuse_observation_dom": reuse_observation_dom,
-            "own_dom_snapshot": own_dom_snapshot,
-            "page_resources": list(page_resources),
-            "frames": frames,
-            "cssom_styles": cssom_styles,
-            "compresslevel": compresslevel,
-            "record_evaluations": record_evaluations,
-            "cdp_timeout_ms": cdp_timeout_ms,
-        }
+        self.options = CaptureOptions(
+            dom=dom,
+            screenshot=screenshot,
+            accessibility_tree=accessibility_tree,
+            response_bodies=response_bodies,
+            max_html_bytes=max_html_bytes,
+            reuse_observation_dom=reuse_observation_dom,
+            own_dom_snapshot=own_dom_snapshot,
+            page_resources=tuple(page_resources),
+            frames=frames,
+            cssom_styles=cssom_styles,
+            compresslevel=compresslevel,
+            record_evaluations=record_evaluations,
+            redact=redact,
+            cdp_timeout_ms=cdp_timeout_ms,
+        )
         self.task: dict[str, Any] = dict(task or {})
         self._redactor = Redactor(redact if isinstance(redact, RedactionPolicy) else None) if redact else None
-        if redact:
-            self.options["redacted"] = True
-        self._network = NetworkRecorder(bodies=response_bodies)
-        self._tabs: dict[Any, _Tab] = {}
-        self._contexts: list[Any] = []
-        self._early: dict[Any, _EarlyRequest] = {}
-        self._resource_urls: set[str] = set()
-        """Subresources already stored in this session (by URL)."""
-        self._crashed: set[Any] = set()
-        """Pages whose renderer crashed: their CDP sessions would never answer a command again."""
-        self._primary_page: Any = None
-        self._browser_thread: BrowserThread | None = None
-        self._active_page: Callable[[], Any] | None = None
-        self._final_answer: Callable[[], str | None] | None = None
-        self._origin: TrafficOrigin = "agent"
-        self._writer: SessionWriter | None = None
-        self._unwritten: list[Step] = []
-        self._unsaved_network: list[NetworkExchange] = []
         self._pending_faults: list[CaptureFault] = []
+        """Faults of the next step (or of the end record): shared with the parts, never replaced."""
+        network = NetworkRecorder(bodies=response_bodies)
+        self._tracker = TabTracker(network, self._pending_faults, cdp_timeout_ms=cdp_timeout_ms)
+        self._traffic = TrafficRecorder(network, self._tracker, bodies=response_bodies)
+        # Redaction learns typed passwords from the snapshot's input values (the HTML lacks them),
+        # so a redacting logger takes one even when ``own_dom_snapshot`` is off.
+        self._reader = StateReader(
+            self.options, self._tracker, own_dom_snapshot=own_dom_snapshot or self._redactor is not None
+        )
+        configured = session_dir or os.environ.get("WEBARENA_CDP_SESSION_DIR") or "cdp_sessions"
+        self._writer = RecoveringWriter(
+            Path(configured),
+            instance_id or os.environ.get("WEBARENA_CDP_INSTANCE_ID") or None,
+            self._header,
+            self._pending_faults,
+            compresslevel=compresslevel,
+        )
+        self._evaluations = EpisodeEvaluations()
+        self._browser_thread: BrowserThread | None = None
+        self._final_answer: Callable[[], str | None] | None = None
+        self._unsaved_network: list[NetworkExchange] = []
         self._rewards: list[float] = []
-        self._browser_version: str | None = None
-        self._user_agent: str | None = None
-        self._pending_evaluation: Evaluation | None = None
-        self._probe: Evaluation | None = None
         self.steps_captured = 0
         self.last_step: Step | None = None
         self.saved_path: Path | None = None
-        self._default_stem = f"session-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-        """The file name without an instance id; unique, since loggers of one process may write at once."""
+
+    @property
+    def session_dir(self) -> Path:
+        return self._writer.session_dir
+
+    @session_dir.setter
+    def session_dir(self, value: Path) -> None:
+        self._writer.session_dir = value
+
+    @property
+    def instance_id(self) -> str | None:
+        return self._writer.instance_id
+
+    @instance_id.setter
+    def instance_id(self, value: str | None) -> None:
+        self._writer.instance_id = value
+
+    @property
+    def partial_path(self) -> Path | None:
+        return self._writer.partial_path
+
+    def _header(self) -> SessionHeader:
+        return new_header(
+            instance_id=self.instance_id,
+            browser_version=self._tracker.browser_version,
+            user_agent=self._tracker.user_agent,
+            options=self.options.header(),
+            task=self.task,
+        )
 
     # -- attaching ---------------------------------------------------------------------------
 
     def attach_to_page(self, page: Any) -> None:
         """Follow ``page``, every tab of its browser context, and tabs opened later."""
-        self._primary_page = page
-        self._attach_context(page.context)
-        self._attach_tab(page)
+        self._tracker.primary_page = page
+        self._tracker.attach_context(page.context)
+        self._tracker.attach(page)
 
     def attach_to_cdp(
         self,
@@ -258,22 +202,23 @@ class CDPSessionLogger:
         thread = BrowserThread(check_endpoint(endpoint), timeout_ms=timeout_ms)
         if thread.browser is None:
             thread.close()
-            self._pending_faults.append(_fault("attach", thread.error or CaptureError("no browser")))
+            self._pending_faults.append(fault("attach", thread.error or CaptureError("no browser")))
             return
         browser = thread.browser
+        tracker = self._tracker
 
         def follow_contexts() -> None:
             for context in list(browser.contexts):
-                self._attach_context(context)
+                tracker.attach_context(context)
 
         def active_page() -> Any:
             target = active_target() if active_target is not None else None
-            live = [t for t in self._tabs.values() if t.origin == "agent" and not t.page.is_closed()]
+            live = [t for t in tracker.tabs.values() if t.traffic == "agent" and not t.page.is_closed()]
             chosen = next((t for t in live if t.tab_id == target), live[-1] if live else None)
             return chosen.page if chosen is not None else None
 
         self._browser_thread = thread
-        self._active_page = active_page
+        tracker.active_page = active_page
         thread.call(follow_contexts)
         thread.on_idle = follow_contexts
 
@@ -284,123 +229,18 @@ class CDPSessionLogger:
         snapshot is captured after reset and after every action (with the live reward); the
         task's ``validate()`` runs are marked so the evaluator's own tabs count as evaluator traffic.
         """
-        core = env.unwrapped
-        self._active_page = lambda: core.page
-        self._final_answer = lambda: _last_assistant_message(core)
-        self.task.setdefault("goal", _goal_text(core))
-        original_validate = core._task_validate
+        from cdp_integration.capture.browsergym import attach_to_env
 
-        def validate_as_evaluator() -> Any:
-            with self.evaluation_phase():
-                task: Any = getattr(core, "task", None)
-                evaluator = getattr(task, "evaluator", None)
-                if evaluator is None or not self.options["record_evaluations"]:
-                    return original_validate()
-                messages = getattr(getattr(core, "chat", None), "messages", None) or []
-                recorder = EvaluationRecorder(
-                    "validate", chat_role=messages[-1].get("role") if messages else None
-                )
-                task.evaluator = recorder.wrap(evaluator)
-                try:
-                    return original_validate()
-                finally:
-                    task.evaluator = evaluator
-                    with contextlib.suppress(Exception):
-                        self._pending_evaluation = recorder.result()
-
-        core._task_validate = validate_as_evaluator
-        if getattr(core, "page", None) is not None:
-            self.attach_to_page(core.page)
-        if not auto_capture:
-            return
-        original_reset, original_step = core.reset, core.step
-
-        def reset(*args: Any, **kwargs: Any) -> Any:
-            result = original_reset(*args, **kwargs)
-            self.attach_to_page(core.page)
-            self.task.update(
-                {"env_id": getattr(env.spec, "id", None) if env.spec else None, "goal": _goal_text(core)}
-            )
-            self.task.update(_webarena_task_facts(getattr(core, "task", None)))
-            self.capture_state_snapshot("reset", observed_dom=self._observed_dom(result))
-            return result
-
-        def step(action: str, *args: Any, **kwargs: Any) -> Any:
-            result = original_step(action, *args, **kwargs)
-            reward = result[1] if isinstance(result, tuple) and len(result) > 1 else None
-            self.capture_state_snapshot(
-                "action",
-                action=action,
-                reward=float(reward) if isinstance(reward, int | float) else None,
-                observed_dom=self._observed_dom(result),
-            )
-            return result
-
-        core.reset, core.step = reset, step
-
-    def _observed_dom(self, result: Any) -> dict[str, Any] | None:
-        """BrowserGym's own DOM snapshot of this step (with DOM rects), when reuse is on."""
-        if not self.options["reuse_observation_dom"] or not isinstance(result, tuple) or not result:
-            return None
-        obs = result[0]
-        dom = obs.get("dom_object") if isinstance(obs, dict) else None
-        return dom if isinstance(dom, dict) and "documents" in dom else None
+        attach_to_env(self, env, auto_capture=auto_capture)
 
     @contextlib.contextmanager
     def evaluation_phase(self) -> Iterator[None]:
         """Within this block, newly opened tabs and their traffic are tagged ``evaluator``."""
-        previous, self._origin = self._origin, "evaluator"
+        previous, self._tracker.traffic = self._tracker.traffic, "evaluator"
         try:
             yield
         finally:
-            self._origin = previous
-
-    def _attach_context(self, context: Any) -> None:
-        if any(known is context for known in self._contexts):
-            return
-        self._contexts.append(context)
-        context.on("page", self._attach_tab_safely)
-        context.on("request", self._on_request)
-        context.on("response", self._on_response)
-        for page in list(context.pages):
-            self._attach_tab_safely(page)
-
-    def _attach_tab_safely(self, page: Any) -> None:
-        try:
-            self._attach_tab(page)
-        except Exception as exc:
-            self._pending_faults.append(_fault("attach", exc))
-
-    def _attach_tab(self, page: Any) -> None:
-        if page in self._tabs or page.is_closed():
-            return
-        cdp = _TimedCDP(page.context.new_cdp_session(page), self.options["cdp_timeout_ms"])
-        page.on("crash", self._on_crash)
-        tab_id = state.read_target_info(cdp)["targetId"]
-        tab = _Tab(page=page, cdp=cdp, tab_id=tab_id, origin=self._origin)
-        self._network.listen(cdp, tab_id, lambda: tab.origin)
-        cdp.send("Network.enable", _NETWORK_BUFFERS)
-        self._tabs[page] = tab
-        if self._browser_version is None:
-            version = cdp.send("Browser.getVersion")
-            self._browser_version = version.get("product")
-            self._user_agent = version.get("userAgent")
-
-    def _on_crash(self, page: Any) -> None:
-        self._crashed.add(page)
-
-    def _on_request(self, request: Any) -> None:
-        try:
-            page = request.frame.page
-        except Exception:
-            page = None
-        if page is None or page not in self._tabs:
-            self._early[request] = _EarlyRequest(request, time.time(), self._origin)
-
-    def _on_response(self, response: Any) -> None:
-        item = self._early.get(response.request)
-        if item is not None:
-            item.response = response
+            self._tracker.traffic = previous
 
     # -- capturing ---------------------------------------------------------------------------
 
@@ -420,12 +260,11 @@ class CDPSessionLogger:
         on large pages is most of the capture's cost.
         """
         started = time.perf_counter()
-        faults: list[CaptureFault] = self._pending_faults
-        self._pending_faults = []
-        try:
+        faults = self._take_pending_faults()
+        step: Step | None = None
+        with as_fault(faults, "capture"):
             step = self._capture(trigger, action, reward, faults, started, observed_dom)
-        except Exception as exc:
-            faults.append(_fault("capture", exc))
+        if step is None:
             step = Step(
                 index=self.steps_captured,
                 trigger=trigger,
@@ -438,7 +277,7 @@ class CDPSessionLogger:
                 faults=faults,
                 capture_ms=round((time.perf_counter() - started) * 1000, 3),
             )
-        evaluation, self._pending_evaluation = self._pending_evaluation, None
+        evaluation = self._evaluations.take_pending()
         if evaluation is not None:
             step = step.model_copy(update={"evaluation": evaluation})
         if reward is not None:
@@ -446,35 +285,10 @@ class CDPSessionLogger:
         self._append(step)
         return step
 
-    def _pump_events(self) -> None:
-        """One round trip, so Playwright dispatches queued events (new tabs) before we read tabs."""
-        for tab in list(self._tabs.values()):
-            if not tab.page.is_closed() and tab.page not in self._crashed:
-                with contextlib.suppress(Exception):
-                    tab.cdp.send("Runtime.evaluate", {"expression": "0", "returnByValue": True})
-                return
-
-    def _sync_tabs(self) -> None:
-        """Attach to tabs we do not follow yet (missed events, or a session dropped after a failure)."""
-        for context in self._contexts:
-            with contextlib.suppress(Exception):
-                for page in list(context.pages):
-                    if page not in self._tabs:
-                        self._attach_tab_safely(page)
-
-    def _live_tabs(self) -> list[_Tab]:
-        for page in list(self._tabs):
-            if page.is_closed():
-                del self._tabs[page]
-        return [tab for tab in self._tabs.values() if tab.origin == "agent"]
-
-    def _current_active(self, tabs: list[_Tab]) -> _Tab | None:
-        candidates = [self._active_page() if self._active_page else None, self._primary_page]
-        for page in candidates:
-            tab = self._tabs.get(page) if page is not None else None
-            if tab is not None and tab.origin == "agent":
-                return tab
-        return tabs[-1] if tabs else None
+    def _take_pending_faults(self) -> list[CaptureFault]:
+        faults = list(self._pending_faults)
+        self._pending_faults.clear()
+        return faults
 
     def _capture(
         self,
@@ -485,22 +299,12 @@ class CDPSessionLogger:
         started: float,
         observed_dom: dict[str, Any] | None = None,
     ) -> Step:
-        if self._active_page is not None:
-            active_page = self._active_page()
-            if active_page is not None and active_page not in self._tabs and not active_page.is_closed():
-                self._attach_context(active_page.context)
-                self._attach_tab_safely(active_page)
-        for tab in self._tabs.values():
-            tab.cdp.reset()
-        self._pump_events()
-        self._sync_tabs()
-        tabs = self._live_tabs()
-        active = self._current_active(tabs)
-        origins = {
-            tab.tab_id: [] if tab.page in self._crashed else self._origins(tab, faults) for tab in tabs
-        }
+        reader = self._reader
+        tabs = self._tracker.prepare()
+        active = self._tracker.active(tabs)
+        origins = {tab.tab_id: reader.origins(tab, faults) for tab in tabs}
         tab_states = [
-            self._capture_tab(
+            reader.tab(
                 tab, tab is active, origins[tab.tab_id], faults, observed_dom if tab is active else None
             )
             for tab in tabs
@@ -508,17 +312,11 @@ class CDPSessionLogger:
         cookies: list[Cookie] = []
         local_storage: dict[str, dict[str, str]] = {}
         if active is not None:
-            try:
-                cookies = state.read_cookies(active.cdp)
-            except Exception as exc:
-                faults.append(_fault("cookies", exc, active.tab_id))
-            local_storage = self._local_storage(tabs, origins, faults)
-        resources = self._new_resources(tabs, faults)
-        network = self._drain_network(faults, final=False)
-        for tab in tabs:
-            if self._tabs.get(tab.page) is not tab:  # dropped above; a new session follows it from now on
-                with contextlib.suppress(Exception):
-                    tab.cdp.detach()  # if this one still works, each request would be recorded twice
+            cookies = reader.cookies(active, faults)
+            local_storage = reader.local_storage(tabs, origins, faults)
+        resources = reader.new_resources(tabs, faults)
+        network = self._traffic.drain(faults, final=False)
+        self._tracker.detach_dropped(tabs)
         current = next((t for t in tab_states if t.active), None)
         return Step(
             index=self.steps_captured,
@@ -537,252 +335,14 @@ class CDPSessionLogger:
             faults=faults,
         )
 
-    def _new_resources(self, tabs: list[_Tab], faults: list[CaptureFault]) -> list[PageResource]:
-        """Bodies of the tabs' subresources (``page_resources`` types) this session has not stored yet.
-
-        Read from the renderer's own copy, so a stylesheet served from cache or loaded before the
-        logger attached is there too. A URL is read once per session.
-        """
-        found: list[PageResource] = []
-        types = self.options["page_resources"]
-        for tab in tabs if types else ():
-            if tab.page in self._crashed:
-                continue
-            try:
-                for frame_id, url, kind, mime in state.read_page_resources(tab.cdp, types):
-                    if url in self._resource_urls or not url.startswith(("http://", "https://")):
-                        continue
-                    if not tab.page_enabled:
-                        tab.cdp.send("Page.enable")
-                        tab.page_enabled = True
-                    body, base64_encoded = state.read_resource_content(tab.cdp, frame_id, url)
-                    self._resource_urls.add(url)
-                    found.append(
-                        PageResource(
-                            url=url, type=kind, mime_type=mime, body=body, body_base64=base64_encoded
-                        )
-                    )
-            except Exception as exc:
-                faults.append(_fault("resources", exc, tab.tab_id))
-        return found
-
-    def _origins(self, tab: _Tab, faults: list[CaptureFault]) -> list[str]:
-        tab.frame_tree = None
-        try:
-            tab.frame_tree = state.read_frame_tree(tab.cdp, resources=False)
-            return state.read_origins(tab.cdp, tab.frame_tree)
-        except Exception as exc:
-            faults.append(_fault("origins", exc, tab.tab_id))
-            return []
-
-    def _capture_tab(
-        self,
-        tab: _Tab,
-        active: bool,
-        origins: list[str],
-        faults: list[CaptureFault],
-        observed_dom: dict[str, Any] | None = None,
-    ) -> TabState:
-        if tab.page in self._crashed:
-            faults.append(
-                CaptureFault(
-                    stage="tab",
-                    error_type="TargetCrashed",
-                    message="the tab's renderer crashed",
-                    tab_id=tab.tab_id,
-                )
-            )
-            return TabState(tab_id=tab.tab_id, url=tab.page.url, title="", active=active)
-        url, title = "", ""
-        try:
-            info = state.read_target_info(tab.cdp)
-            url, title = info.get("url", ""), info.get("title", "")
-        except Exception as exc:
-            faults.append(_fault("tab", exc, tab.tab_id))
-            self._tabs.pop(tab.page, None)  # its CDP session is unusable: re-attach at the next capture
-            with contextlib.suppress(Exception):
-                url, title = tab.page.url, tab.page.title()
-            return TabState(tab_id=tab.tab_id, url=url, title=title, active=active)
-        fields: dict[str, Any] = {"dom_snapshot_source": "observation" if observed_dom is not None else "cdp"}
-        if active or self.options["dom"] == "all_tabs":
-            # Redaction learns typed passwords from the snapshot's input values (the HTML lacks them),
-            # so a redacting logger takes one even when ``own_dom_snapshot`` is off.
-            own = self.options["own_dom_snapshot"] or self._redactor is not None
-            for name, read in (
-                ("dom_snapshot", lambda: observed_dom or (state.read_dom_snapshot(tab.cdp) if own else None)),
-                ("html", lambda: state.read_html(tab.cdp, max_bytes=self.options["max_html_bytes"])),
-            ):
-                try:
-                    fields[name] = read()
-                except Exception as exc:
-                    faults.append(_fault(name, exc, tab.tab_id))
-            extras: list[tuple[str, Callable[[], Any]]] = []
-            if self.options["frames"]:
-                extras.append(
-                    (
-                        "frames",
-                        lambda: state.read_frames(
-                            tab.cdp, max_bytes=self.options["max_html_bytes"], tree=tab.frame_tree
-                        ),
-                    )
-                )
-            if self.options["cssom_styles"]:
-                extras.append(
-                    ("cssom_styles", lambda: state.read_cssom_styles(tab.cdp, tab.frame_tree, tab.worlds))
-                )
-            for name, read in extras:
-                try:
-                    fields[name] = read()
-                except Exception as exc:
-                    faults.append(_fault(name, exc, tab.tab_id))
-        if active and self.options["screenshot"]:
-            try:
-                fields["screenshot_png"] = state.read_screenshot(tab.cdp)
-            except Exception as exc:
-                faults.append(_fault("screenshot", exc, tab.tab_id))
-        if active and self.options["accessibility_tree"]:
-            try:
-                fields["ax_tree"] = state.read_accessibility_tree(tab.cdp)
-            except Exception as exc:
-                faults.append(_fault("accessibility_tree", exc, tab.tab_id))
-        session_storage: dict[str, dict[str, str]] = {}
-        try:
-            for origin in origins:
-                session_storage[origin] = state.read_storage(tab.cdp, origin, local=False)
-        except Exception as exc:
-            faults.append(_fault("session_storage", exc, tab.tab_id))
-        return TabState(
-            tab_id=tab.tab_id, url=url, title=title, active=active, session_storage=session_storage, **fields
-        )
-
-    @staticmethod
-    def _local_storage(
-        tabs: list[_Tab], origins: dict[str, list[str]], faults: list[CaptureFault]
-    ) -> dict[str, dict[str, str]]:
-        """localStorage is shared by a context's tabs: read each origin once, from the first tab having it."""
-        result: dict[str, dict[str, str]] = {}
-        for tab in tabs:
-            try:
-                for origin in origins[tab.tab_id]:
-                    if origin not in result:
-                        result[origin] = state.read_storage(tab.cdp, origin, local=True)
-            except Exception as exc:
-                faults.append(_fault("local_storage", exc, tab.tab_id))
-        return result
-
-    def _drain_network(self, faults: list[CaptureFault], *, final: bool) -> list[NetworkExchange]:
-        sessions = {tab.tab_id: tab.cdp for tab in self._tabs.values() if tab.page not in self._crashed}
-        try:
-            exchanges, body_faults = self._network.drain(sessions, final=final)
-            faults.extend(body_faults)
-        except Exception as exc:
-            faults.append(_fault("network", exc))
-            exchanges = []
-        early, self._early = list(self._early.values()), {}
-        seen = {(e.request.method, urldefrag(e.request.url).url) for e in exchanges}
-        for item in early:
-            try:
-                exchange = self._exchange_from_playwright(item)
-            except Exception as exc:
-                faults.append(_fault("network.early", exc))
-                continue
-            if (exchange.request.method, urldefrag(exchange.request.url).url) not in seen:
-                exchanges.append(exchange)
-        exchanges.sort(key=lambda e: e.started)
-        return exchanges
-
-    def _exchange_from_playwright(self, item: _EarlyRequest) -> NetworkExchange:
-        request = item.request
-        try:
-            tab = self._tabs.get(request.frame.page)
-        except Exception:
-            tab = next((t for t in reversed(self._tabs.values()) if t.page.url == request.url), None)
-        origin: TrafficOrigin = (
-            "evaluator" if item.origin == "evaluator" or (tab and tab.origin == "evaluator") else "agent"
-        )
-        response = item.response
-        response_info = None
-        if response is not None:
-            response_headers = _wire_or_provisional(response)
-            redirect = request.redirected_to
-            body: tuple[str | None, bool] = (None, False)
-            if redirect is None and (
-                self.options["response_bodies"] == "all"
-                or (self.options["response_bodies"] == "documents" and request.resource_type == "document")
-            ):
-                with contextlib.suppress(Exception):
-                    raw = response.body()
-                    try:
-                        body = (raw.decode(), False)
-                    except UnicodeDecodeError:
-                        body = (base64.b64encode(raw).decode(), True)
-            response_info = ResponseInfo(
-                body=body[0],
-                body_base64=body[1],
-                status=response.status,
-                status_text=response.status_text,
-                headers=response_headers,
-                redirect_url=redirect.url if redirect is not None else None,
-                mime_type=response_headers.get("content-type", "").split(";")[0],
-            )
-        headers = _wire_or_provisional(request)
-        return NetworkExchange(
-            request_id=f"pw-{uuid.uuid4().hex[:12]}",
-            tab_id=tab.tab_id if tab else None,
-            origin=origin,
-            source="playwright",
-            started=item.seen,
-            request=RequestInfo(
-                method=request.method,
-                url=request.url,
-                headers=headers,
-                headers_source="wire" if "sec-fetch-mode" in headers else "devtools",
-                post_data=request.post_data,
-                resource_type=request.resource_type.capitalize() if request.resource_type != "xhr" else "XHR",
-            ),
-            response=response_info,
-            error=request.failure,
-        )
-
-    # -- writing -----------------------------------------------------------------------------
-
-    def _file_stem(self, instance_id: str | None) -> str:
-        return instance_id or self.instance_id or self._default_stem
-
-    def _ensure_writer(self) -> SessionWriter:
-        if self._writer is None:
-            partial = self.session_dir / f"{self._file_stem(None)}{SESSION_SUFFIX}{PARTIAL_SUFFIX}"
-            header = new_header(
-                instance_id=self.instance_id,
-                browser_version=self._browser_version,
-                user_agent=self._user_agent,
-                options=self.options,
-                task=self.task,
-            )
-            self._writer = SessionWriter(partial, header, compresslevel=self.options["compresslevel"])
-        return self._writer
-
     def _append(self, step: Step) -> None:
-        """Write the step; after a write failure, keep steps in memory until ``save_session``."""
         if self._redactor is not None:
             step = self._redactor.capture_step(step)
         self.steps_captured += 1
         self.last_step = step
-        if self._unwritten:
-            self._unwritten.append(step)
-            return
-        try:
-            self._ensure_writer().write_step(step)
-        except Exception as exc:
-            if self._writer is not None:
-                with contextlib.suppress(Exception):  # closing flushes the buffer: fails the same way
-                    self._writer.abort()
-            self._unwritten.append(step)
-            self._pending_faults.append(_fault("write", exc))
+        self._writer.append(step)
 
-    @property
-    def partial_path(self) -> Path | None:
-        return self._writer.partial_path if self._writer else None
+    # -- ending ------------------------------------------------------------------------------
 
     @_in_browser_thread
     def save_session(self, instance_id: str | None = None, *, final_answer: str | None = None) -> Path:
@@ -792,20 +352,21 @@ class CDPSessionLogger:
         """
         instance_id = instance_id or self.instance_id
         if final_answer is None and self._final_answer is not None:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception):  # the agent's own answer source: whatever it raises
                 final_answer = self._final_answer()
         if (
-            self._probe is None
+            self._evaluations.probe is None
             and self.task.get("config")
             and (self.last_step is None or self.last_step.evaluation is None)
         ):
             self.run_evaluation_probe(answer=final_answer)
-        faults = self._pending_faults
-        self._pending_faults = []
-        leftover = self._unsaved_network + (self._drain_network(faults, final=True) if self._tabs else [])
+        faults = self._take_pending_faults()
+        leftover = self._unsaved_network + (
+            self._traffic.drain(faults, final=True) if self._tracker.tabs else []
+        )
         end = SessionEnd(
             task=_json_safe(self.task),
-            probe=self._probe,
+            probe=self._evaluations.probe,
             network=leftover,
             ended=time.time(),
             instance_id=instance_id,
@@ -815,13 +376,11 @@ class CDPSessionLogger:
         )
         if self._redactor is not None:
             end = self._redactor.capture_end(end)
-        final_path = self.session_dir / f"{self._file_stem(instance_id)}{SESSION_SUFFIX}"
+        final_path = self._writer.final_path(instance_id)
         try:
-            if self._unwritten:
-                self._recover_writer()
-            self.saved_path = self._ensure_writer().finish(end, final_path)
+            self.saved_path = self._writer.finish(end, final_path)
         except Exception as exc:  # a later save_session still records what this end record held
-            self._pending_faults[:0] = [*faults, _fault("write", exc)]
+            self._pending_faults[:0] = [*faults, fault("write", exc)]
             self._unsaved_network = leftover
             raise CaptureError(f"cannot write session {final_path}: {exc}") from exc
         return self.saved_path
@@ -837,116 +396,26 @@ class CDPSessionLogger:
         Stored in the session's end record; the outcome never raises (a failure is a fault).
         """
         config = config or self.task.get("config")
-        page = self._active_page() if self._active_page else self._primary_page
+        tracker = self._tracker
+        page = tracker.active_page() if tracker.active_page else tracker.primary_page
         if not config or page is None:
             return None
         self.task["config"] = config
-        recorder = EvaluationRecorder("probe", chat_role="assistant" if answer is not None else None)
-        try:
-            from webarena.evaluation_harness.evaluators import evaluator_router
-
-            with contextlib.ExitStack() as stack:
-                stack.enter_context(self.evaluation_phase())
-                if self.task.get("site_urls"):
-                    stack.enter_context(use_site_urls(self.task["site_urls"]))
-                config_file = stack.enter_context(webarena_config_file(config))
-                evaluator = evaluator_router(config_file)
-                trajectory = build_trajectory(answer, stopped=answer is not None)
-                with contextlib.suppress(Exception):  # the evaluator's own error is in the record
-                    recorder.run(evaluator, trajectory, config_file, page, None)
-        except Exception as exc:
-            self._pending_faults.append(_fault("probe", exc))
-        self._probe = recorder.result()
-        return self._probe
-
-    def _recover_writer(self) -> None:
-        """After a failed write: rewrite what the broken partial file holds, plus the held-back steps.
-
-        If this fails too, every step is back in memory and the half-written file is gone, so a
-        later ``save_session`` starts over without losing or repeating a step.
-        """
-        broken, self._writer = self._writer, None
-        if broken is not None and broken.partial_path.exists():
-            with contextlib.suppress(SessionFormatError):
-                self._unwritten[:0] = load_session(broken.partial_path).steps
-            broken.partial_path.unlink(missing_ok=True)
-        try:
-            writer = self._ensure_writer()
-            for step in self._unwritten:
-                writer.write_step(step)
-        except Exception:
-            if self._writer is not None:
-                with contextlib.suppress(Exception):
-                    self._writer.abort()
-                self._writer.partial_path.unlink(missing_ok=True)
-                self._writer = None
-            raise
-        self._unwritten = []
+        with self.evaluation_phase():
+            return self._evaluations.run_probe(
+                config, page, answer=answer, site_urls=self.task.get("site_urls"), faults=self._pending_faults
+            )
 
     def detach(self) -> None:
         """Close the CDP sessions this logger opened (the pages, and an attached browser, stay open)."""
         thread, self._browser_thread = self._browser_thread, None
         if thread is not None:  # stopping our driver drops its sessions at once (a hung tab's detach hangs)
             thread.close()
-            self._tabs.clear()
-            self._contexts.clear()
+            self._tracker.forget()
             return
-        for tab in list(self._tabs.values()):
-            with contextlib.suppress(Exception):
-                tab.cdp.detach()
-        self._tabs.clear()
-        for context in self._contexts:
-            with contextlib.suppress(Exception):
-                context.remove_listener("page", self._attach_tab_safely)
-                context.remove_listener("request", self._on_request)
-                context.remove_listener("response", self._on_response)
-        self._contexts.clear()
-
-
-def _wire_or_provisional(message: Any) -> dict[str, str]:
-    """A Playwright request's or response's wire headers; they need a round trip that fails once the
-    tab is closed, so fall back to the headers already at hand."""
-    try:
-        headers: dict[str, str] = message.all_headers()
-    except Exception:
-        headers = message.headers
-    return headers
+        self._tracker.detach()
 
 
 def _json_safe(value: dict[str, Any]) -> dict[str, Any]:
     safe: dict[str, Any] = orjson.loads(orjson.dumps(value, default=str))
     return safe
-
-
-def _webarena_task_facts(task: Any) -> dict[str, Any]:
-    """A BrowserGym WebArena task's config and site URLs, which offline scoring needs."""
-    facts: dict[str, Any] = {}
-    config = getattr(task, "config", None)
-    if isinstance(config, dict):
-        facts["config"] = config
-        facts["task_id"] = config.get("task_id")
-    instance: Any = getattr(task, "webarena_instance", None)
-    urls = getattr(instance, "urls", None)
-    if isinstance(urls, dict):
-        facts["site_urls"] = {name.upper(): url for name, url in urls.items()}
-        if getattr(instance, "home_url", None):
-            facts["site_urls"]["HOMEPAGE"] = instance.home_url
-    return facts
-
-
-def _goal_text(core: Any) -> str | None:
-    goal = getattr(core, "goal_object", None)
-    if isinstance(goal, list):
-        return "\n".join(part.get("text", "") for part in goal if isinstance(part, dict)) or None
-    return None
-
-
-def _last_assistant_message(core: Any) -> str | None:
-    """The agent's answer: the last chat message when the agent wrote it.
-
-    BrowserGym opens every chat with its own assistant greeting; that one is not an answer.
-    """
-    messages = getattr(getattr(core, "chat", None), "messages", None) or []
-    if len(messages) > 1 and messages[-1].get("role") == "assistant":
-        return str(messages[-1].get("message"))
-    return None

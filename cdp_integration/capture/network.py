@@ -72,7 +72,7 @@ class _Hop:
 class _Chain:
     tab_id: str
     request_id: str
-    origin: TrafficOrigin
+    traffic: TrafficOrigin
     hops: list[_Hop] = field(default_factory=list)
     request_extra: list[dict[str, str]] = field(default_factory=list)
     response_extra: list[dict[str, Any]] = field(default_factory=list)
@@ -108,27 +108,30 @@ class NetworkRecorder:
         self._order: list[tuple[str, str]] = []
         self._learned: dict[str, dict[str, str]] = {}
 
-    def listen(self, cdp: Any, tab_id: str, origin: Callable[[], TrafficOrigin]) -> None:
-        """Subscribe to a tab's CDP session (``Network.enable`` must be sent by the caller)."""
-        for name in _EVENTS:
-            cdp.on(f"Network.{name}", self._handler(name, tab_id, origin))
+    def listen(self, cdp: Any, tab_id: str, traffic: Callable[[], TrafficOrigin]) -> None:
+        """Subscribe to a tab's CDP session (``Network.enable`` must be sent by the caller).
 
-    def _handler(self, name: str, tab_id: str, origin: Callable[[], TrafficOrigin]) -> Callable[[Any], None]:
+        ``traffic()``: whose traffic an event is (``agent`` or ``evaluator``), asked as it arrives.
+        """
+        for name in _EVENTS:
+            cdp.on(f"Network.{name}", self._handler(name, tab_id, traffic))
+
+    def _handler(self, name: str, tab_id: str, traffic: Callable[[], TrafficOrigin]) -> Callable[[Any], None]:
         def handle(params: Any) -> None:
-            self._events.append((name, tab_id, params, origin()))
+            self._events.append((name, tab_id, params, traffic()))
 
         return handle
 
-    def _chain(self, tab_id: str, request_id: str, origin: TrafficOrigin) -> _Chain:
+    def _chain(self, tab_id: str, request_id: str, traffic: TrafficOrigin) -> _Chain:
         key = (tab_id, request_id)
         chain = self._chains.get(key)
         if chain is None:
-            chain = self._chains[key] = _Chain(tab_id, request_id, origin)
+            chain = self._chains[key] = _Chain(tab_id, request_id, traffic)
             self._order.append(key)
         return chain
 
-    def _apply(self, name: str, tab_id: str, p: dict[str, Any], origin: TrafficOrigin) -> None:
-        chain = self._chain(tab_id, p.get("requestId", ""), origin)
+    def _apply(self, name: str, tab_id: str, p: dict[str, Any], traffic: TrafficOrigin) -> None:
+        chain = self._chain(tab_id, p.get("requestId", ""), traffic)
         last = chain.hops[-1] if chain.hops else None
         if name == "requestWillBeSent":
             if last is not None and p.get("redirectResponse"):
@@ -198,8 +201,8 @@ class NetworkRecorder:
         ``sessions`` maps tab id -> CDP session, for ``Network.getResponseBody``.
         """
         events, self._events = self._events, []
-        for name, tab_id, params, origin in events:
-            self._apply(name, tab_id, params, origin)
+        for name, tab_id, params, traffic in events:
+            self._apply(name, tab_id, params, traffic)
         exchanges: list[NetworkExchange] = []
         faults: list[CaptureFault] = []
         remaining: list[tuple[str, str]] = []
@@ -296,7 +299,7 @@ class NetworkRecorder:
         return NetworkExchange(
             request_id=chain.request_id,
             tab_id=chain.tab_id,
-            origin=chain.origin,
+            origin=chain.traffic,
             started=hop.wall_time,
             duration_ms=round(duration, 3),
             request=RequestInfo(

@@ -10,7 +10,8 @@ to the live page; each call and its answer becomes an ``EvaluatorCall``, each HT
 Recording never changes what the evaluator sees or returns; a failure to record is dropped.
 
 Two ways it runs: wrapped around BrowserGym's per-step ``task.validate()`` (``kind="validate"``),
-and as the logger's end-of-episode probe on the final state (``kind="probe"``).
+and as the logger's end-of-episode probe on the final state (``kind="probe"``); ``EpisodeEvaluations``
+keeps both for the logger.
 """
 
 from __future__ import annotations
@@ -18,16 +19,18 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 
+from cdp_integration.capture.faults import as_fault
 from cdp_integration.interception import HttpRequest, HttpResponse, intercept_http
-from cdp_integration.session.models import Evaluation, EvaluatorCall, HttpCall, TabState
-from cdp_integration.webarena import webarena_config_file
+from cdp_integration.session.models import CaptureFault, Evaluation, EvaluatorCall, HttpCall, TabState
+from cdp_integration.webarena import use_site_urls, webarena_config_file
 
-__all__ = ["EvaluationRecorder", "build_trajectory", "webarena_config_file"]
+__all__ = ["EpisodeEvaluations", "EvaluationRecorder", "build_trajectory", "webarena_config_file"]
 
 
 def _jsonable(value: Any) -> Any:
@@ -253,3 +256,55 @@ def recording_context(context: Any, recorder: EvaluationRecorder) -> Any:
             return recording_page(page, recorder, index)
 
     return RecordingContext()
+
+
+class EpisodeEvaluations:
+    """The evaluator runs of one episode: the last ``validate()`` (until the next step takes it) and the probe."""
+
+    def __init__(self) -> None:
+        self.pending: Evaluation | None = None
+        """The latest per-step ``validate()`` run, stored in the step captured after it."""
+        self.probe: Evaluation | None = None
+        """The end-of-episode probe, stored in the session's end record."""
+
+    def take_pending(self) -> Evaluation | None:
+        evaluation, self.pending = self.pending, None
+        return evaluation
+
+    @contextlib.contextmanager
+    def recording_validate(self, task: Any, *, chat_role: str | None) -> Iterator[None]:
+        """Within this block, ``task.evaluator`` records its run; the record becomes ``pending``."""
+        evaluator = task.evaluator
+        recorder = EvaluationRecorder("validate", chat_role=chat_role)
+        task.evaluator = recorder.wrap(evaluator)
+        try:
+            yield
+        finally:
+            task.evaluator = evaluator
+            with contextlib.suppress(ValidationError):  # a run that cannot be recorded is left out
+                self.pending = recorder.result()
+
+    def run_probe(
+        self,
+        config: dict[str, Any],
+        page: Any,
+        *,
+        answer: str | None,
+        site_urls: dict[str, str] | None,
+        faults: list[CaptureFault],
+    ) -> Evaluation:
+        """Run the official evaluator on ``page`` as the end probe; a failure to run it is a ``probe`` fault."""
+        recorder = EvaluationRecorder("probe", chat_role="assistant" if answer is not None else None)
+        with as_fault(faults, "probe"):
+            from webarena.evaluation_harness.evaluators import evaluator_router
+
+            with contextlib.ExitStack() as stack:
+                if site_urls:
+                    stack.enter_context(use_site_urls(site_urls))
+                config_file = stack.enter_context(webarena_config_file(config))
+                evaluator = evaluator_router(config_file)
+                trajectory = build_trajectory(answer, stopped=answer is not None)
+                with contextlib.suppress(Exception):  # the evaluator's own error is in the record
+                    recorder.run(evaluator, trajectory, config_file, page, None)
+        self.probe = recorder.result()
+        return self.probe

@@ -166,7 +166,7 @@ def test_capture_faults_are_recorded_and_episode_goes_on(demo_site: DemoSite, tm
         env.reset()
         for index, step in enumerate(episode.steps):
             if index == 4:
-                for tab in list(logger._tabs.values()):
+                for tab in list(logger._tracker.tabs.values()):
                     tab.cdp.detach()  # the CDP connection breaks under the logger
             env.step(to_browsergym_action(step, env.unwrapped.page, demo_site.base_url))
         path = logger.save_session("faulty")

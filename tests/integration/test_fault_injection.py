@@ -291,7 +291,7 @@ class Disk:
 
     def fill(self, logger: CDPSessionLogger) -> None:
         self.full = True
-        writer = logger._writer
+        writer = logger._writer.current
         if writer is not None and not writer.closed:
             _to_dev_full(writer._file.fileno())
 
@@ -359,11 +359,11 @@ class FaultyEpisode:
         core._activate_page_from_js = lambda page: (
             None if self.opening_side_tab or page in self.side else activate(page)
         )
-        attach, capture, step = self.logger._attach_tab, self.logger.capture_state_snapshot, core.step
+        attach, capture, step = self.logger._tracker.attach, self.logger.capture_state_snapshot, core.step
 
         def attach_faulty(page: Any) -> None:
             attach(page)
-            tab = self.logger._tabs.get(page)
+            tab = self.logger._tracker.tabs.get(page)
             if tab is not None and not isinstance(tab.cdp.session, FaultyCDP):
                 tab.cdp.session = FaultyCDP(tab.cdp.session, page, self)
 
@@ -386,7 +386,7 @@ class FaultyEpisode:
                 page.goto(f"{self.base_url}/products/7")
             return step(action, *args, **kwargs)
 
-        self.logger._attach_tab = attach_faulty  # type: ignore[method-assign]
+        self.logger._tracker.attach = attach_faulty  # type: ignore[method-assign]
         self.logger.capture_state_snapshot = capture_on_a_disk  # type: ignore[method-assign]
         core.step = step_with_side_tab
 
@@ -591,13 +591,13 @@ KILL_SCRIPT = textwrap.dedent("""
     def on_env(env):
         logger.attach_to_browsergym_env(env)
         if mode == "hung-call":
-            attach = logger._attach_tab
+            attach = logger._tracker.attach
             def attach_hanging(page):
                 attach(page)
-                tab = logger._tabs.get(page)
+                tab = logger._tracker.tabs.get(page)
                 if tab is not None and not isinstance(tab.cdp.session, HangingCDP):
                     tab.cdp.session = HangingCDP(tab.cdp.session)
-            logger._attach_tab = attach_hanging
+            logger._tracker.attach = attach_hanging
         else:
             write_step = SessionWriter.write_step
             def write_half_of_step_2(self, step):

@@ -1,0 +1,158 @@
+"""One capture's reads of the followed tabs: each tab's state, the shared storage, new subresources.
+
+``state`` has the single CDP reads; ``StateReader`` decides, per the options, which of them a tab gets
+and turns each failed read into a fault of its stage (``tab``, ``html``, ``cookies``, ...).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+from cdp_integration.capture import state
+from cdp_integration.capture.faults import as_fault, fault
+from cdp_integration.capture.options import CaptureOptions
+from cdp_integration.capture.tabs import Tab, TabTracker
+from cdp_integration.session.models import CaptureFault, Cookie, PageResource, TabState
+
+__all__ = ["StateReader"]
+
+
+class StateReader:
+    """Reads tab state for a logger; remembers the subresources already stored in its session.
+
+    ``own_dom_snapshot``: take Chromium's DOMSnapshot where no observation snapshot is given.
+    """
+
+    def __init__(self, options: CaptureOptions, tracker: TabTracker, *, own_dom_snapshot: bool) -> None:
+        self.options = options
+        self.tracker = tracker
+        self.own_dom_snapshot = own_dom_snapshot
+        self.resource_urls: set[str] = set()
+        """Subresources already stored in this session (by URL)."""
+
+    def origins(self, tab: Tab, faults: list[CaptureFault]) -> list[str]:
+        """The web origins of the tab's frames (storage is read per origin); reads the frame tree."""
+        if self.tracker.is_crashed(tab):
+            return []
+        tab.frame_tree = None
+        with as_fault(faults, "origins", tab.tab_id):
+            tab.frame_tree = state.read_frame_tree(tab.cdp, resources=False)
+            return state.read_origins(tab.cdp, tab.frame_tree)
+        return []
+
+    def tab(
+        self,
+        tab: Tab,
+        active: bool,
+        origins: list[str],
+        faults: list[CaptureFault],
+        observed_dom: dict[str, Any] | None = None,
+    ) -> TabState:
+        """The tab's state; a tab whose CDP session fails is dropped from the tracker (re-attached later)."""
+        if self.tracker.is_crashed(tab):
+            faults.append(
+                CaptureFault(
+                    stage="tab",
+                    error_type="TargetCrashed",
+                    message="the tab's renderer crashed",
+                    tab_id=tab.tab_id,
+                )
+            )
+            return TabState(tab_id=tab.tab_id, url=tab.page.url, title="", active=active)
+        url, title = "", ""
+        try:
+            info = state.read_target_info(tab.cdp)
+        except Exception as exc:  # a fault, and the tab is followed anew from the next capture
+            faults.append(fault("tab", exc, tab.tab_id))
+            self.tracker.drop(tab)
+            with contextlib.suppress(Exception):  # the page may be gone too: then url and title stay empty
+                url, title = tab.page.url, tab.page.title()
+            return TabState(tab_id=tab.tab_id, url=url, title=title, active=active)
+        url, title = info.get("url", ""), info.get("title", "")
+        fields: dict[str, Any] = {"dom_snapshot_source": "observation" if observed_dom is not None else "cdp"}
+        options = self.options
+        reads: list[tuple[str, Callable[[], Any]]] = []
+        if active or options.dom == "all_tabs":
+            own = self.own_dom_snapshot
+            reads += [
+                ("dom_snapshot", lambda: observed_dom or (state.read_dom_snapshot(tab.cdp) if own else None)),
+                ("html", lambda: state.read_html(tab.cdp, max_bytes=options.max_html_bytes)),
+            ]
+            if options.frames:
+                reads.append(
+                    (
+                        "frames",
+                        lambda: state.read_frames(
+                            tab.cdp, max_bytes=options.max_html_bytes, tree=tab.frame_tree
+                        ),
+                    )
+                )
+            if options.cssom_styles:
+                reads.append(
+                    ("cssom_styles", lambda: state.read_cssom_styles(tab.cdp, tab.frame_tree, tab.worlds))
+                )
+        if active and options.screenshot:
+            reads.append(("screenshot_png", lambda: state.read_screenshot(tab.cdp)))
+        if active and options.accessibility_tree:
+            reads.append(("ax_tree", lambda: state.read_accessibility_tree(tab.cdp)))
+        for name, read in reads:
+            with as_fault(faults, _STAGES.get(name, name), tab.tab_id):
+                fields[name] = read()
+        session_storage: dict[str, dict[str, str]] = {}
+        with as_fault(faults, "session_storage", tab.tab_id):
+            for origin in origins:
+                session_storage[origin] = state.read_storage(tab.cdp, origin, local=False)
+        return TabState(
+            tab_id=tab.tab_id, url=url, title=title, active=active, session_storage=session_storage, **fields
+        )
+
+    def cookies(self, tab: Tab, faults: list[CaptureFault]) -> list[Cookie]:
+        with as_fault(faults, "cookies", tab.tab_id):
+            return state.read_cookies(tab.cdp)
+        return []
+
+    @staticmethod
+    def local_storage(
+        tabs: list[Tab], origins: dict[str, list[str]], faults: list[CaptureFault]
+    ) -> dict[str, dict[str, str]]:
+        """localStorage is shared by a context's tabs: read each origin once, from the first tab having it."""
+        result: dict[str, dict[str, str]] = {}
+        for tab in tabs:
+            with as_fault(faults, "local_storage", tab.tab_id):
+                for origin in origins[tab.tab_id]:
+                    if origin not in result:
+                        result[origin] = state.read_storage(tab.cdp, origin, local=True)
+        return result
+
+    def new_resources(self, tabs: list[Tab], faults: list[CaptureFault]) -> list[PageResource]:
+        """Bodies of the tabs' subresources (``page_resources`` types) this session has not stored yet.
+
+        Read from the renderer's own copy, so a stylesheet served from cache or loaded before the
+        logger attached is there too. A URL is read once per session.
+        """
+        found: list[PageResource] = []
+        types = self.options.page_resources
+        for tab in tabs if types else ():
+            if self.tracker.is_crashed(tab):
+                continue
+            with as_fault(faults, "resources", tab.tab_id):
+                for frame_id, url, kind, mime in state.read_page_resources(tab.cdp, types):
+                    if url in self.resource_urls or not url.startswith(("http://", "https://")):
+                        continue
+                    if not tab.page_enabled:
+                        tab.cdp.send("Page.enable")
+                        tab.page_enabled = True
+                    body, base64_encoded = state.read_resource_content(tab.cdp, frame_id, url)
+                    self.resource_urls.add(url)
+                    found.append(
+                        PageResource(
+                            url=url, type=kind, mime_type=mime, body=body, body_base64=base64_encoded
+                        )
+                    )
+        return found
+
+
+_STAGES = {"screenshot_png": "screenshot", "ax_tree": "accessibility_tree"}
+"""Fault stage names that differ from the ``TabState`` field read."""

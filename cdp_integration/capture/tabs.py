@@ -1,0 +1,217 @@
+"""The tabs a logger follows: one CDP session per tab of the browser contexts it attached to.
+
+``TabTracker`` attaches to every tab of a context (and to tabs opened later), tags each tab with the
+traffic it carries (``agent``, or ``evaluator`` for tabs opened during an evaluation), remembers
+crashed renderers, and at each capture finds the live tabs and the agent's active one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
+from cdp_integration.capture import state
+from cdp_integration.capture.faults import as_fault
+from cdp_integration.capture.network import NetworkRecorder
+from cdp_integration.session.models import CaptureFault, TrafficOrigin
+
+__all__ = ["Tab", "TabTracker", "TimedCDP"]
+
+_NETWORK_BUFFERS = {"maxTotalBufferSize": 100_000_000, "maxResourceBufferSize": 20_000_000}
+
+
+class TimedCDP:
+    """A tab's CDP session whose commands give up after ``timeout_ms`` (Playwright's wait forever).
+
+    A hung or crashed renderer never answers: without a limit it would block the capture, and with
+    it the agent's episode. After one timeout the tab's renderer is taken as unresponsive until
+    ``reset()`` (the next capture): its other commands fail at once instead of each waiting the
+    full time. ``Target.*`` and ``Browser.*`` are answered by the browser process and still sent.
+    """
+
+    def __init__(self, session: Any, timeout_ms: float) -> None:
+        self.session = session
+        self.timeout_ms = timeout_ms
+        self.timed_out: str | None = None
+
+    def send(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        if self.timed_out is not None and not method.startswith(("Target.", "Browser.")):
+            raise TimeoutError(f"{method} not sent: {self.timed_out} timed out in this capture")
+        try:
+            return self.session.send(method, params, timeout=self.timeout_ms)
+        except PlaywrightTimeoutError:
+            self.timed_out = method
+            raise
+
+    def reset(self) -> None:
+        self.timed_out = None
+
+    def on(self, event: str, handler: Callable[[Any], None]) -> None:
+        self.session.on(event, handler)
+
+    def detach(self) -> None:
+        self.session.detach()
+
+
+@dataclass
+class Tab:
+    page: Any
+    cdp: TimedCDP
+    tab_id: str
+    traffic: TrafficOrigin
+    """Whose traffic the tab carries: fixed when it was opened."""
+    page_enabled: bool = False
+    """``Page.enable`` sent (``Page.getResourceContent`` needs it; enabled on first use only)."""
+    frame_tree: dict[str, Any] | None = None
+    """This capture's frame tree, read once for the readers that need it."""
+    worlds: dict[str, int] = field(default_factory=dict)
+    """The isolated world's execution context per document (loader id)."""
+
+
+class TabTracker:
+    """The followed tabs by Playwright page, and the contexts whose new tabs are followed too.
+
+    A tab that cannot be attached is a fault appended to ``faults`` (the logger's pending faults).
+    ``context_events``: further Playwright context events to listen to (event name -> handler).
+    """
+
+    def __init__(
+        self, network: NetworkRecorder, faults: list[CaptureFault], *, cdp_timeout_ms: float
+    ) -> None:
+        self.network = network
+        self.faults = faults
+        self.cdp_timeout_ms = cdp_timeout_ms
+        self.context_events: Mapping[str, Callable[[Any], None]] = {}
+        self.tabs: dict[Any, Tab] = {}
+        self.contexts: list[Any] = []
+        self.crashed: set[Any] = set()
+        """Pages whose renderer crashed: their CDP sessions would never answer a command again."""
+        self.traffic: TrafficOrigin = "agent"
+        """The traffic newly opened tabs carry (``evaluator`` during an evaluation)."""
+        self.primary_page: Any = None
+        self.active_page: Callable[[], Any] | None = None
+        """The agent's current page, when the caller knows it better than "the primary page"."""
+        self.browser_version: str | None = None
+        self.user_agent: str | None = None
+
+    # -- attaching ---------------------------------------------------------------------------
+
+    def attach_context(self, context: Any) -> None:
+        if any(known is context for known in self.contexts):
+            return
+        self.contexts.append(context)
+        context.on("page", self.attach_safely)
+        for event, handler in self.context_events.items():
+            context.on(event, handler)
+        for page in list(context.pages):
+            self.attach_safely(page)
+
+    def attach_safely(self, page: Any) -> None:
+        with as_fault(self.faults, "attach"):
+            self.attach(page)
+
+    def attach(self, page: Any) -> None:
+        if page in self.tabs or page.is_closed():
+            return
+        cdp = TimedCDP(page.context.new_cdp_session(page), self.cdp_timeout_ms)
+        page.on("crash", self._on_crash)
+        tab_id = state.read_target_info(cdp)["targetId"]
+        tab = Tab(page=page, cdp=cdp, tab_id=tab_id, traffic=self.traffic)
+        self.network.listen(cdp, tab_id, lambda: tab.traffic)
+        cdp.send("Network.enable", _NETWORK_BUFFERS)
+        self.tabs[page] = tab
+        if self.browser_version is None:
+            version = cdp.send("Browser.getVersion")
+            self.browser_version = version.get("product")
+            self.user_agent = version.get("userAgent")
+
+    def _on_crash(self, page: Any) -> None:
+        self.crashed.add(page)
+
+    def is_crashed(self, tab: Tab) -> bool:
+        return tab.page in self.crashed
+
+    def drop(self, tab: Tab) -> None:
+        """Stop following a tab whose CDP session is unusable: it is attached again at the next capture."""
+        self.tabs.pop(tab.page, None)
+
+    # -- at each capture ---------------------------------------------------------------------
+
+    def prepare(self) -> list[Tab]:
+        """The agent's live tabs, with every tab of the followed contexts attached and answering again."""
+        if self.active_page is not None:
+            active_page = self.active_page()
+            if active_page is not None and active_page not in self.tabs and not active_page.is_closed():
+                self.attach_context(active_page.context)
+                self.attach_safely(active_page)
+        for tab in self.tabs.values():
+            tab.cdp.reset()
+        self._pump_events()
+        self._sync()
+        return self._live()
+
+    def _pump_events(self) -> None:
+        """One round trip, so Playwright dispatches queued events (new tabs) before we read tabs."""
+        for tab in list(self.tabs.values()):
+            if not tab.page.is_closed() and tab.page not in self.crashed:
+                with contextlib.suppress(Exception):  # any failure: the next tab is not tried either
+                    tab.cdp.send("Runtime.evaluate", {"expression": "0", "returnByValue": True})
+                return
+
+    def _sync(self) -> None:
+        """Attach to tabs we do not follow yet (missed events, or a session dropped after a failure)."""
+        for context in self.contexts:
+            with contextlib.suppress(Exception):  # a closed context: its tabs are gone with it
+                for page in list(context.pages):
+                    if page not in self.tabs:
+                        self.attach_safely(page)
+
+    def _live(self) -> list[Tab]:
+        for page in list(self.tabs):
+            if page.is_closed():
+                del self.tabs[page]
+        return [tab for tab in self.tabs.values() if tab.traffic == "agent"]
+
+    def active(self, tabs: list[Tab]) -> Tab | None:
+        """The agent's current tab among ``tabs``: the one it reports, else the primary, else the newest."""
+        candidates = [self.active_page() if self.active_page else None, self.primary_page]
+        for page in candidates:
+            tab = self.tabs.get(page) if page is not None else None
+            if tab is not None and tab.traffic == "agent":
+                return tab
+        return tabs[-1] if tabs else None
+
+    def sessions(self) -> dict[str, TimedCDP]:
+        """The CDP session per tab id of every followed tab that can still answer."""
+        return {tab.tab_id: tab.cdp for tab in self.tabs.values() if tab.page not in self.crashed}
+
+    def detach_dropped(self, tabs: list[Tab]) -> None:
+        """Detach the sessions of ``tabs`` dropped during this capture; a new session follows each from now on."""
+        for tab in tabs:
+            if self.tabs.get(tab.page) is not tab:
+                with contextlib.suppress(Exception):
+                    tab.cdp.detach()  # if this one still works, each request would be recorded twice
+
+    # -- detaching ---------------------------------------------------------------------------
+
+    def forget(self) -> None:
+        """Drop every tab and context without a word to the browser (its connection is gone)."""
+        self.tabs.clear()
+        self.contexts.clear()
+
+    def detach(self) -> None:
+        """Close the CDP sessions and stop listening to the contexts (the pages stay open)."""
+        for tab in list(self.tabs.values()):
+            with contextlib.suppress(Exception):  # a session that cannot detach is gone already
+                tab.cdp.detach()
+        self.tabs.clear()
+        for context in self.contexts:
+            with contextlib.suppress(Exception):  # a closed context emits nothing more anyway
+                context.remove_listener("page", self.attach_safely)
+                for event, handler in self.context_events.items():
+                    context.remove_listener(event, handler)
+        self.contexts.clear()
