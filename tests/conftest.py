@@ -82,10 +82,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
+    corpus_modules = {_module(item) for item in items if _needs_corpus(item)}
+
     def order(item: pytest.Item) -> tuple[bool, int]:
+        """Whole modules move (their module fixtures are set up once): corpus users last."""
         module = _module(item)
         rank = SLOWEST_FIRST.index(module) if module in SLOWEST_FIRST else len(SLOWEST_FIRST)
-        return _needs_corpus(item), rank
+        return module in corpus_modules, rank
 
     items.sort(key=order)  # stable: each module's tests keep their order
     for item in items:

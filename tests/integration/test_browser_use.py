@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
 from cdp_integration.capture.cdp_attach import ChromiumProcess
-from cdp_integration.capture.logger import CDPSessionLogger
 from cdp_integration.demo import DemoSite
+from cdp_integration.demo.job import DemoEpisode
 from cdp_integration.demo.tasks import configure_demo_environment
 from cdp_integration.evaluate import evaluate_session
 from cdp_integration.evaluate.verified import verified_score
@@ -228,40 +229,24 @@ def test_verified_scores_a_browser_use_run_from_its_har(
 
 
 @pytest.fixture(scope="module")
-def browsergym_navigations(
-    runs: dict[str, Captured], tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, list[tuple[str, str]]]:
-    """Each case's scripted trajectory played by the V0 path (BrowserGym + ``attach_to_browsergym_env``):
-    the HAR's top-level navigations, as (method, path)."""
-    from cdp_integration.demo.tasks import load_demo_tasks, run_demo_task
-
-    out = tmp_path_factory.mktemp("browsergym-sessions")
-    tasks = {task.task_id: task for task in load_demo_tasks()}
+def browsergym_navigations(demo_corpus: list[DemoEpisode]) -> dict[str, list[tuple[str, str]]]:
+    """Each case's scripted trajectory played by the V0 path (BrowserGym + ``attach_to_browsergym_env``,
+    the shared demo corpus): the HAR's top-level navigations, as (method, path)."""
     navigations: dict[str, list[tuple[str, str]]] = {}
-    with DemoSite() as site:
-        configure_demo_environment(site.base_url)
-        for case in CASES:
-            site.reset()
-            logger = CDPSessionLogger(out, instance_id=case.id)
-            saved: list[Path] = []
-
-            def save(env: object, logger: CDPSessionLogger = logger, saved: list[Path] = saved) -> None:
-                saved.append(logger.save_session())
-
-            run_demo_task(
-                tasks[case.task_id],
-                case.trajectory,  # type: ignore[arg-type]
-                site.base_url,
-                on_env=logger.attach_to_browsergym_env,
-                before_close=save,
-            )
-            entries = session_to_har(load_session(saved[0]))["log"]["entries"]
-            navigations[case.id] = [
-                (e["request"]["method"], e["request"]["url"].removeprefix(site.base_url))
-                for e in entries
-                if e.get("_resourceType") == "Document"
-            ]
+    for case in CASES:
+        (episode,) = [e for e in demo_corpus if (e.task_id, e.trajectory) == (case.task_id, case.trajectory)]
+        entries = session_to_har(load_session(episode.session))["log"]["entries"]
+        navigations[case.id] = [
+            (e["request"]["method"], _path(e["request"]["url"]))
+            for e in entries
+            if e.get("_resourceType") == "Document"
+        ]
     return navigations
+
+
+def _path(url: str) -> str:
+    """``url`` without scheme and host: the two captures ran against demo shops on different ports."""
+    return urlsplit(url)._replace(scheme="", netloc="").geturl()
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
@@ -270,11 +255,9 @@ def test_har_navigations_equal_those_of_the_browsergym_capture(
 ) -> None:
     """Same site, same trajectory, same navigations; browser-use opens the start page as its first
     action (captured), BrowserGym opens it in ``reset`` before the agent's first step."""
-    session = runs[case.id].session
-    base = session.task["site_urls"]["SHOPPING"]
-    entries = session_to_har(session)["log"]["entries"]
+    entries = session_to_har(runs[case.id].session)["log"]["entries"]
     ours = [
-        (e["request"]["method"], e["request"]["url"].removeprefix(base))
+        (e["request"]["method"], _path(e["request"]["url"]))
         for e in entries
         if e.get("_resourceType") == "Document"
     ]

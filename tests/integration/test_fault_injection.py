@@ -110,7 +110,11 @@ SCENARIOS = (
         10002,
         "success",
         "CDP error",
-        (fail(0, "Target.getTargetInfo"), fail(2, "Network.getResponseBody"), fail(3, "Page.getFrameTree")),
+        (
+            fail(0, "Target.getTargetInfo"),
+            fail(2, "Network.getResponseBody"),
+            fail(3, "Page.getResourceTree"),
+        ),
         expected=((0, "tab", "Error"), (2, "network.body", "Error"), (3, "origins", "Error")),
     ),
     # tabs closed in the middle of a capture
@@ -127,7 +131,7 @@ SCENARIOS = (
         10014,
         "success",
         "page closed",
-        (Fault(1, "Page.getFrameTree", "side", "close"),),
+        (Fault(1, "Page.getResourceTree", "side", "close"),),
         expected=((1, "origins", "TargetClosedError"), (1, "tab", "TargetClosedError")),
     ),
     Scenario(
@@ -152,7 +156,7 @@ SCENARIOS = (
         10006,
         "failure",
         "renderer crash",
-        (Fault(2, "Page.getFrameTree", "side", "crash"),),
+        (Fault(2, "Page.getResourceTree", "side", "crash"),),
         expected=((2, "origins", "TimeoutError"), (2, "tab", "TargetCrashed"), (3, "tab", "TargetCrashed")),
     ),
     Scenario(
@@ -242,7 +246,7 @@ SCENARIOS = (
         10018,
         "success",
         "hung renderer",
-        (Fault(1, "Page.getFrameTree", "side", "busy"),),
+        (Fault(1, "Page.getResourceTree", "side", "busy"),),
         expected=((1, "origins", "TimeoutError"), (1, "html", "TimeoutError")),
     ),
     # several kinds in one episode

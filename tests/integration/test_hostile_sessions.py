@@ -27,7 +27,7 @@ import pytest
 from click.testing import CliRunner
 
 from cdp_integration.cli import cli
-from cdp_integration.demo.job import DemoEpisode, capture_demo_tasks
+from cdp_integration.demo.job import DemoEpisode
 from cdp_integration.demo.tasks import load_demo_tasks
 from cdp_integration.errors import UntrustedConfigError
 from cdp_integration.evaluate.scoring import evaluate_session, score_session_file
@@ -39,11 +39,10 @@ REPO = Path(__file__).parents[2]
 
 
 @pytest.fixture(scope="module")
-def episodes(tmp_path_factory: pytest.TempPathFactory) -> dict[int, DemoEpisode]:
-    played = capture_demo_tasks(
-        tmp_path_factory.mktemp("hostile") / "sessions", task_ids=(10042, 10004), trajectories=("success",)
-    )
-    return {episode.task_id: episode for episode in played}
+def episodes(demo_corpus: list[DemoEpisode]) -> dict[int, DemoEpisode]:
+    """The success episodes of tasks 10042 (program_html) and 10004 (must_include) of the shared corpus
+    (read only: the tests change copies)."""
+    return {e.task_id: e for e in demo_corpus if e.task_id in (10042, 10004) and e.trajectory == "success"}
 
 
 def rewrite(source: Path, target: Path, change: Any) -> Path:

@@ -25,17 +25,15 @@ from urllib.parse import urlsplit
 import pytest
 
 from cdp_integration import environment
-from cdp_integration.capture.logger import CDPSessionLogger
-from cdp_integration.demo import DemoSite
 from cdp_integration.har.export import session_to_har
-from cdp_integration.session.store import SESSION_SUFFIX, load_session
+from cdp_integration.session.store import load_session
 from tests.integration.test_openhands import MARKER, wait_for_no_marked_processes
 
 environment.prepare()
 
 from webarena_verified.types.tracing import NetworkTrace  # noqa: E402
 
-from cdp_integration.demo.tasks import DemoTask, load_demo_tasks, run_demo_task  # noqa: E402
+from cdp_integration.demo.job import DemoEpisode  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore:grpcio:FutureWarning")]
 
@@ -155,34 +153,14 @@ def _navigations(session_path: Path, har_path: Path) -> list[tuple[str, str, int
     return keys
 
 
-def _browsergym_capture(task: DemoTask, trajectory: str, base_url: str, directory: Path) -> None:
-    """``<directory>/<task_id>.session.jsonl.gz``: the trajectory played in BrowserGym, captured."""
-    loggers: list[CDPSessionLogger] = []
-
-    def on_env(env: Any) -> None:
-        loggers.append(CDPSessionLogger(directory, instance_id=str(task.task_id)))
-        loggers[0].attach_to_browsergym_env(env)
-
-    def before_close(env: Any) -> None:
-        loggers[0].save_session()
-
-    run_demo_task(
-        task,
-        "success" if trajectory == "success" else "failure",
-        base_url,
-        on_env=on_env,
-        before_close=before_close,
-    )
-
-
 def test_navigation_events_match_the_browsergym_capture(
-    v1_run: V1Run, demo_site: DemoSite, tmp_path: Path
+    v1_run: V1Run, demo_corpus: list[DemoEpisode], tmp_path: Path
 ) -> None:
-    """The same trajectory played in BrowserGym (V0's browser) with the logger: same navigation events."""
-    tasks = {task.task_id: task for task in load_demo_tasks()}
+    """The same trajectory played in BrowserGym (V0's browser) with the logger (the shared demo
+    corpus): same navigation events."""
     for task_id in TASKS:
-        _browsergym_capture(tasks[task_id], v1_run.trajectory, demo_site.base_url, tmp_path)
-        browsergym = _navigations(tmp_path / f"{task_id}{SESSION_SUFFIX}", tmp_path / f"{task_id}-bg.har")
+        (episode,) = [e for e in demo_corpus if (e.task_id, e.trajectory) == (task_id, v1_run.trajectory)]
+        browsergym = _navigations(episode.session, tmp_path / f"{task_id}-bg.har")
         line = v1_run.lines[f"webarena_demo.{task_id}"]
         v1 = _navigations(v1_run.output / line["test_result"]["session"], tmp_path / f"{task_id}-v1.har")
         assert v1 == browsergym and v1, task_id
