@@ -121,7 +121,12 @@ class CDPSessionLogger:
         self._pending_faults: list[CaptureFault] = []
         """Faults of the next step (or of the end record): shared with the parts, never replaced."""
         network = NetworkRecorder(bodies=response_bodies)
-        self._tracker = TabTracker(network, self._pending_faults, cdp_timeout_ms=cdp_timeout_ms)
+        self._tracker = TabTracker(
+            network,
+            self._pending_faults,
+            cdp_timeout_ms=cdp_timeout_ms,
+            frame_tree_resources=bool(self.options.page_resources),
+        )
         self._traffic = TrafficRecorder(network, self._tracker, bodies=response_bodies)
         # Redaction learns typed passwords from the snapshot's input values (the HTML lacks them),
         # so a redacting logger takes one even when ``own_dom_snapshot`` is off.

@@ -36,10 +36,8 @@ class StateReader:
         """The web origins of the tab's frames (storage is read per origin); reads the frame tree."""
         if self.tracker.is_crashed(tab):
             return []
-        tab.frame_tree = None
         with as_fault(faults, "origins", tab.tab_id):
-            tab.frame_tree = state.read_frame_tree(tab.cdp, resources=False)
-            return state.read_origins(tab.cdp, tab.frame_tree)
+            return state.read_origins(tab.cdp, self.tracker.frame_tree(tab))
         return []
 
     def tab(
@@ -138,7 +136,7 @@ class StateReader:
             if self.tracker.is_crashed(tab):
                 continue
             with as_fault(faults, "resources", tab.tab_id):
-                for frame_id, url, kind, mime in state.read_page_resources(tab.cdp, types):
+                for frame_id, url, kind, mime in state.read_page_resources(tab.cdp, types, tab.frame_tree):
                     if url in self.resource_urls or not url.startswith(("http://", "https://")):
                         continue
                     if not tab.page_enabled:

@@ -67,7 +67,10 @@ class Tab:
     page_enabled: bool = False
     """``Page.enable`` sent (``Page.getResourceContent`` needs it; enabled on first use only)."""
     frame_tree: dict[str, Any] | None = None
-    """This capture's frame tree, read once for the readers that need it."""
+    """This capture's frame tree (with subresources when the logger stores some), read once for the
+    readers that need it."""
+    frame_tree_error: Exception | None = None
+    """Why this capture's one read of the frame tree failed (raised again to each reader)."""
     worlds: dict[str, int] = field(default_factory=dict)
     """The isolated world's execution context per document (loader id)."""
 
@@ -80,11 +83,18 @@ class TabTracker:
     """
 
     def __init__(
-        self, network: NetworkRecorder, faults: list[CaptureFault], *, cdp_timeout_ms: float
+        self,
+        network: NetworkRecorder,
+        faults: list[CaptureFault],
+        *,
+        cdp_timeout_ms: float,
+        frame_tree_resources: bool = False,
     ) -> None:
         self.network = network
         self.faults = faults
         self.cdp_timeout_ms = cdp_timeout_ms
+        self.frame_tree_resources = frame_tree_resources
+        """Read frame trees with their subresources (``Page.getResourceTree``), for a logger storing some."""
         self.context_events: Mapping[str, Callable[[Any], None]] = {}
         self.tabs: dict[Any, Tab] = {}
         self.contexts: list[Any] = []
@@ -150,17 +160,34 @@ class TabTracker:
                 self.attach_safely(active_page)
         for tab in self.tabs.values():
             tab.cdp.reset()
+            tab.frame_tree, tab.frame_tree_error = None, None
         self._pump_events()
         self._sync()
         return self._live()
 
     def _pump_events(self) -> None:
-        """One round trip, so Playwright dispatches queued events (new tabs) before we read tabs."""
+        """One round trip, so Playwright dispatches queued events (new tabs) before we read tabs.
+
+        The round trip reads the first tab's frame tree, which this capture needs anyway (a failure
+        is the first reader's fault).
+        """
         for tab in list(self.tabs.values()):
             if not tab.page.is_closed() and tab.page not in self.crashed:
-                with contextlib.suppress(Exception):  # any failure: the next tab is not tried either
-                    tab.cdp.send("Runtime.evaluate", {"expression": "0", "returnByValue": True})
+                with contextlib.suppress(Exception):
+                    self.frame_tree(tab)
                 return
+
+    def frame_tree(self, tab: Tab) -> dict[str, Any]:
+        """The tab's frame tree in this capture: read once, a failed read fails each reader alike."""
+        if tab.frame_tree_error is not None:
+            raise tab.frame_tree_error
+        if tab.frame_tree is None:
+            try:
+                tab.frame_tree = state.read_frame_tree(tab.cdp, resources=self.frame_tree_resources)
+            except Exception as exc:
+                tab.frame_tree_error = exc
+                raise
+        return tab.frame_tree
 
     def _sync(self) -> None:
         """Attach to tabs we do not follow yet (missed events, or a session dropped after a failure)."""
