@@ -7,8 +7,15 @@ setup:
 demo: setup
 	.venv/bin/cdp-session demo
 
+# The suite runs in one pytest process while three background processes record the demo corpus.
+# `make test TEST_WORKERS=2` spreads whole test modules over that many pytest-xdist workers
+# (tests/conftest.py): ~16 min instead of ~20 here, but on 2 CPUs the extra load makes the timing of
+# OpenHands' runtime start-up (a fixed 120 s limit) and of BrowserGym episodes less reliable.
+TEST_WORKERS ?=
+XDIST = $(if $(TEST_WORKERS),-n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder)
+
 test: setup
-	.venv/bin/python -m pytest -q --durations=25
+	.venv/bin/python -m pytest -q --durations=25 $(XDIST)
 
 # A plain-pip install of the built wheel in a fresh venv scores the golden sessions (needs PyPI).
 check-wheel:

@@ -2,11 +2,10 @@
 background as soon as a collected test needs it), the order and grouping of test modules for
 pytest-xdist, and the ``no_sockets`` fixture.
 
-``make test`` runs the suite distributed (``pytest -n N --dist loadgroup``): each test module runs
-whole in one worker process (its module fixtures are set up once), modules that must not overlap
-share a group, the slowest modules are handed out first and the corpus users last, so the live
-recording overlaps with the rest of the suite instead of blocking it. Without ``-n`` the same order
-applies in one process.
+With pytest-xdist (``pytest -n N``) each test module runs whole in one worker process (its module
+fixtures are set up once; ``GROUPS`` keeps modules that must not overlap in one worker), the slowest
+modules are handed out first and the corpus users last, so the live recording overlaps with the rest
+of the suite instead of blocking it. Without ``-n`` the same order applies in one process.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ import shutil
 import socket
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -44,7 +43,8 @@ SLOWEST_FIRST = (
     "tests/integration/test_fault_injection.py",
     "tests/conformance/test_conformance.py",
 )
-"""Measured the longest (a minute or more each): handed out first, so no worker starts one last."""
+"""Measured the longest (a minute or more each): handed out first to pytest-xdist workers, so no
+worker starts one last."""
 
 run_dir_key: pytest.StashKey[Path] = pytest.StashKey()
 recording_key: pytest.StashKey[CorpusRecording] = pytest.StashKey()
@@ -78,21 +78,34 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     os.environ.pop(RUN_DIR_VARIABLE, None)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist hands out whole modules (``GROUPS`` joins some), in collection order."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return GROUPS.get(module, module)
+
+    return ModuleScheduling(config, log)
+
+
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
     corpus_modules = {_module(item) for item in items if _needs_corpus(item)}
+    distributed = hasattr(config, "workerinput")
 
     def order(item: pytest.Item) -> tuple[bool, int]:
-        """Whole modules move (their module fixtures are set up once): corpus users last."""
+        """Whole modules move (their module fixtures are set up once): corpus users last; with workers,
+        the slowest first (in one process the order is kept: the heaviest ones would then start while
+        the corpus recording loads the machine most)."""
         module = _module(item)
-        rank = SLOWEST_FIRST.index(module) if module in SLOWEST_FIRST else len(SLOWEST_FIRST)
+        rank = SLOWEST_FIRST.index(module) if distributed and module in SLOWEST_FIRST else len(SLOWEST_FIRST)
         return module in corpus_modules, rank
 
     items.sort(key=order)  # stable: each module's tests keep their order
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(GROUPS.get(_module(item), _module(item))))
         if _needs_corpus(item):  # the first one's set-up may wait for the recording to finish
             item.add_marker(pytest.mark.timeout(CORPUS_TIMEOUT_S))
 

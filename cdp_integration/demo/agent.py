@@ -45,8 +45,13 @@ def load_episodes(path: Path | None = None) -> list[Episode]:
     ]
 
 
+ELEMENT_WAIT_MS = 30_000
+"""How long the scripted agent waits for an element of its next step: the demo pages have each one,
+so only a slow machine (a loaded CI host) ever waits."""
+
+
 def _bid(page: Any, selector: str) -> str:
-    bid = page.get_attribute(selector, "bid", timeout=5000)
+    bid = page.get_attribute(selector, "bid", timeout=ELEMENT_WAIT_MS)
     if bid is None:
         raise CaptureError(f"element {selector!r} has no BrowserGym id on {page.url}")
     return str(bid)
@@ -74,7 +79,7 @@ def to_browsergym_action(step: tuple[str, ...], page: Any, base_url: str) -> str
     if verb == "answer":
         text = args[0]
         if text.startswith(("#", ".")):
-            text = page.inner_text(text, timeout=5000).strip()
+            text = page.inner_text(text, timeout=ELEMENT_WAIT_MS).strip()
         return f"send_msg_to_user({text!r})"
     raise ValueError(f"unknown scripted verb {verb!r}")
 

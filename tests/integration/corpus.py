@@ -41,7 +41,7 @@ def default_workers() -> int:
 def record(out: Path, task_ids: list[int]) -> list[DemoEpisode]:
     """Play ``task_ids`` both ways with capture into ``out/sessions``; write ``out/episodes.json``.
 
-    A task whose scripted agent fails (it waits at most 5 s for an element, which a heavily loaded
+    A task whose scripted agent fails (it waits at most 30 s for an element, which a heavily loaded
     machine can exceed) is played again once, from a fresh demo shop; the retry is logged.
     """
     from cdp_integration.demo.job import capture_demo_tasks
