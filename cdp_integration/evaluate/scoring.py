@@ -20,6 +20,7 @@ state; ``mixed``: recorded, but some questions (an edited config) were answered 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import time
@@ -208,6 +209,7 @@ def evaluate_step(
     chat = _chat_messages(evaluation, session.answer_at(step))
     urls = site_urls(session)
     with (
+        contextlib.closing(context),  # hands its sandbox pages back for the next session to reuse
         use_site_urls(urls),
         skip_evaluator_sleep(),
         offline_api_key(),
