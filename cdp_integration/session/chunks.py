@@ -21,10 +21,19 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections.abc import Callable
 from itertools import accumulate, chain
 from typing import Any
 
-__all__ = ["decode_snapshot", "encode_snapshot", "split_list", "split_text"]
+__all__ = [
+    "CHUNKED_MIN",
+    "CHUNKS_KEY",
+    "SnapshotChunker",
+    "decode_snapshot",
+    "encode_snapshot",
+    "split_list",
+    "split_text",
+]
 
 _MIN_TEXT = 8 * 1024
 _MAX_TEXT = 256 * 1024
@@ -32,6 +41,10 @@ _CUT_MASK = 7
 """About one closing tag in eight past the minimum length ends a chunk."""
 _CLOSING_TAG = re.compile(r"</[A-Za-z][A-Za-z0-9-]*>")
 _LIST_ITEMS = 1024
+CHUNKED_MIN = 64
+"""Lists of an encoded snapshot up to this long stay inline; longer ones are stored as slices."""
+CHUNKS_KEY = "$chunks"
+"""``{CHUNKS_KEY: [ids]}`` stands for the list the slices with those blob ids join into."""
 _MIN_SNAPSHOT_STRINGS = 512
 """Smaller snapshots are stored whole (and read back exactly): chunking would not pay for itself."""
 
@@ -112,6 +125,10 @@ def _known(mapping: Any, *groups: tuple[str, ...]) -> bool:
 def encode_snapshot(snapshot: dict[str, Any]) -> dict[str, Any] | None:
     """The snapshot with every string index replaced by its string; None if its shape is not known
     or it is small."""
+    return _encode(snapshot, _StringLists())
+
+
+def _encode(snapshot: dict[str, Any], lists: _StringLists) -> dict[str, Any] | None:
     strings = snapshot.get("strings")
     documents = snapshot.get("documents")
     if set(snapshot) != {"documents", "strings"} or not isinstance(strings, list):
@@ -121,12 +138,97 @@ def encode_snapshot(snapshot: dict[str, Any]) -> dict[str, Any] | None:
     if not isinstance(documents, list):
         return None
     try:
-        return {"documents": [_encode_document(document, strings) for document in documents]}
+        return {"documents": [_encode_document(document, strings, lists) for document in documents]}
     except (LookupError, TypeError, ValueError):
         return None
 
 
-def _encode_document(document: Any, strings: list[str]) -> dict[str, Any]:
+class _StringLists:
+    """How ``_encode_document`` turns a list of string indexes (or of lists of them) into strings."""
+
+    def flat(self, indexes: list[int], lookup: Callable[[int], str | None]) -> Any:
+        return list(map(lookup, indexes))
+
+    def nested(self, lists: list[list[int]], lookup: Callable[[int], str | None]) -> Any:
+        """One pass over every index (the 10k page has ~45,000 attribute lists), then cut back."""
+        found = list(map(lookup, chain.from_iterable(lists)))
+        ends = list(accumulate(map(len, lists)))
+        return [found[start:end] for start, end in zip([0, *ends], ends, strict=False)]
+
+
+class SnapshotChunker(_StringLists):
+    """``encode_snapshot`` with its long lists stored as slices through ``store`` (which returns the
+    slice's blob id): the value of a ``dom`` blob, whose lists of more than ``CHUNKED_MIN`` items are
+    ``{CHUNKS_KEY: [ids]}``.
+
+    A slice of string indexes is recognised by its strings before it is encoded: building the
+    ~45,000 per-node lists of an encoded 15,000-node snapshot costs more than the rest of the write,
+    and a step mostly repeats the slices of the steps before it. Slices of recent snapshots are
+    remembered (by content, with their blob id; at most ``_MEMO_SLICES``), so those are neither
+    built nor serialized again. The result is the same as encoding, then cutting every long list
+    into ``split_list`` slices and storing each: same value, same blob ids.
+    """
+
+    _MEMO_SLICES = 512
+    """Each remembered slice holds up to _LIST_ITEMS references: a few MiB at most."""
+
+    def __init__(self, store: Callable[[list[Any]], str]) -> None:
+        self._store = store
+        self._memo: dict[tuple[Any, ...], str] = {}
+
+    def chunk(self, snapshot: dict[str, Any]) -> dict[str, Any] | None:
+        """The ``dom`` blob value of ``snapshot``; None if its shape is not known or it is small."""
+        encoded = _encode(snapshot, self)
+        if encoded is None:
+            return None
+        for document in encoded["documents"]:
+            for group in ("nodes", "layout", "textBoxes"):
+                if isinstance(document.get(group), dict):
+                    document[group] = {
+                        key: {CHUNKS_KEY: [self._store(part) for part in split_list(value)]}
+                        if isinstance(value, list) and len(value) > CHUNKED_MIN
+                        else value
+                        for key, value in document[group].items()
+                    }
+        return encoded
+
+    def flat(self, indexes: list[int], lookup: Callable[[int], str | None]) -> Any:
+        if len(indexes) <= CHUNKED_MIN:
+            return super().flat(indexes, lookup)
+        ids = []
+        for start in range(0, len(indexes), _LIST_ITEMS):
+            key = tuple(map(lookup, indexes[start : start + _LIST_ITEMS]))
+            ids.append(self._remembered(key) or self._stored(key, list(key)))
+        return {CHUNKS_KEY: ids}
+
+    def nested(self, lists: list[list[int]], lookup: Callable[[int], str | None]) -> Any:
+        if len(lists) <= CHUNKED_MIN:
+            return super().nested(lists, lookup)
+        ids = []
+        for start in range(0, len(lists), _LIST_ITEMS):
+            part = lists[start : start + _LIST_ITEMS]
+            strings = tuple(map(lookup, chain.from_iterable(part)))
+            lengths = tuple(map(len, part))
+            key = (strings, lengths)
+            ids.append(self._remembered(key) or self._stored(key, _cut(strings, lengths)))
+        return {CHUNKS_KEY: ids}
+
+    def _remembered(self, key: tuple[Any, ...]) -> str | None:
+        return self._memo.get(key)
+
+    def _stored(self, key: tuple[Any, ...], value: list[Any]) -> str:
+        if len(self._memo) >= self._MEMO_SLICES:
+            self._memo.clear()
+        blob_id = self._memo[key] = self._store(value)
+        return blob_id
+
+
+def _cut(items: tuple[Any, ...], lengths: tuple[int, ...]) -> list[list[Any]]:
+    ends = list(accumulate(lengths))
+    return [list(items[start:end]) for start, end in zip([0, *ends], ends, strict=False)]
+
+
+def _encode_document(document: Any, strings: list[str], lists: _StringLists) -> dict[str, Any]:
     nodes, layout = document.get("nodes", {}), document.get("layout", {})
     if not _known(document, _DOCUMENT_STRINGS, _DOCUMENT_PLAIN, ("nodes", "layout")):
         raise ValueError("unknown document field")
@@ -135,7 +237,10 @@ def _encode_document(document: Any, strings: list[str]) -> dict[str, Any]:
     if not _known(layout, _LAYOUT_STRING_LISTS, _LAYOUT_STRING_LIST_LISTS, _LAYOUT_PLAIN):
         raise ValueError("unknown layout field")
 
-    table = [*strings, None]  # index -1 (no string) reads the sentinel
+    # A mapping, not the list: an index past the table or below -1 (no string) is a KeyError
+    # instead of a negative list index reading a string from the end.
+    table: dict[int, str | None] = dict(enumerate(strings))
+    table[-1] = None
     lookup = table.__getitem__
 
     def one(index: Any) -> str | None:
@@ -143,19 +248,7 @@ def _encode_document(document: Any, strings: list[str]) -> dict[str, Any]:
             raise ValueError("bad string index")
         return table[index]
 
-    def many(indexes: list[int]) -> list[str | None]:
-        if indexes and min(indexes) < -1:
-            raise ValueError("bad string index")
-        return list(map(lookup, indexes))
-
-    def many_lists(lists: list[list[int]]) -> list[list[str | None]]:
-        """One pass over every index (the 10k page has ~45,000 attribute lists), then cut back."""
-        flat = list(chain.from_iterable(lists))
-        if flat and min(flat) < -1:
-            raise ValueError("bad string index")
-        found = list(map(lookup, flat))
-        ends = list(accumulate(map(len, lists)))
-        return [found[start:end] for start, end in zip([0, *ends], ends, strict=False)]
+    many = _StringLists().flat  # the rare-string values stay inline, never chunked
 
     out: dict[str, Any] = {}
     for key, value in document.items():
@@ -166,19 +259,19 @@ def _encode_document(document: Any, strings: list[str]) -> dict[str, Any]:
     out["nodes"] = {}
     for key, value in nodes.items():
         if key in _NODE_STRING_LISTS:
-            out["nodes"][key] = many(value)
+            out["nodes"][key] = lists.flat(value, lookup)
         elif key in _NODE_STRING_LIST_LISTS:
-            out["nodes"][key] = many_lists(value)
+            out["nodes"][key] = lists.nested(value, lookup)
         elif key in _NODE_RARE_STRINGS:
-            out["nodes"][key] = {"index": value["index"], "value": many(value["value"])}
+            out["nodes"][key] = {"index": value["index"], "value": many(value["value"], lookup)}
         else:
             out["nodes"][key] = value
     out["layout"] = {}
     for key, value in layout.items():
         if key in _LAYOUT_STRING_LISTS:
-            out["layout"][key] = many(value)
+            out["layout"][key] = lists.flat(value, lookup)
         elif key in _LAYOUT_STRING_LIST_LISTS:
-            out["layout"][key] = many_lists(value)
+            out["layout"][key] = lists.nested(value, lookup)
         else:
             out["layout"][key] = value
     if "nodes" not in document:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import gzip
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,14 @@ import pytest
 
 from cdp_integration.errors import SessionFormatError
 from cdp_integration.session import SessionWriter, Step, TabState, load_session, new_header
-from cdp_integration.session.chunks import decode_snapshot, encode_snapshot, split_text
+from cdp_integration.session.chunks import (
+    CHUNKS_KEY,
+    SnapshotChunker,
+    decode_snapshot,
+    encode_snapshot,
+    split_list,
+    split_text,
+)
 
 ITEMS = 1500
 
@@ -154,6 +162,68 @@ def test_snapshot_encoding_round_trips_its_strings() -> None:
     assert encoded is not None and "strings" not in encoded
     assert encoded["documents"][0]["nodes"]["attributes"][3][3] == "1"
     assert resolved(decode_snapshot(encoded)) == resolved(snapshot)
+
+
+def joined(value: Any, slices: dict[str, Any]) -> Any:
+    """``value`` with every ``{CHUNKS_KEY: ids}`` replaced by the list its slices join into."""
+    if isinstance(value, dict):
+        if CHUNKS_KEY in value:
+            return [item for slice_id in value[CHUNKS_KEY] for item in slices[slice_id]]
+        return {key: joined(item, slices) for key, item in value.items()}
+    if isinstance(value, list):
+        return [joined(item, slices) for item in value]
+    return value
+
+
+class Slices:
+    """A ``store`` for the chunker that records what it was asked to store."""
+
+    def __init__(self) -> None:
+        self.stored: dict[str, Any] = {}
+        self.calls = 0
+
+    def __call__(self, value: list[Any]) -> str:
+        self.calls += 1
+        slice_id = hashlib.blake2b(orjson.dumps(value), digest_size=16).hexdigest()
+        self.stored[slice_id] = value
+        return slice_id
+
+
+def test_the_chunker_stores_what_encoding_gives_and_each_slice_once() -> None:
+    store = Slices()
+    chunker = SnapshotChunker(store)
+    first = big_snapshot(visible=0)
+    chunked = chunker.chunk(first)
+    assert chunked is not None
+    assert chunked["documents"][0]["nodes"]["attributes"].keys() == {CHUNKS_KEY}
+    assert joined(chunked, store.stored) == encode_snapshot(first)
+    slices_of_one = store.calls
+    assert slices_of_one >= len(split_list(first["documents"][0]["nodes"]["attributes"]))
+
+    # Renumbered by an early string and one node changed: only the slice holding it is new among
+    # the string lists (the plain lists are stored through `store` every time, as before).
+    after = big_snapshot(visible=1, early_string="0.5")
+    before_calls = store.calls
+    chunked_after = chunker.chunk(after)
+    assert joined(chunked_after, store.stored) == encode_snapshot(after)
+    string_lists = ("nodeName", "nodeValue", "attributes")
+    new_string_slices = [
+        slice_id
+        for key in string_lists
+        for slice_id in chunked_after["documents"][0]["nodes"][key][CHUNKS_KEY]  # type: ignore[index]
+        if slice_id not in chunked["documents"][0]["nodes"][key][CHUNKS_KEY]
+    ]
+    assert len(new_string_slices) == 1
+    assert store.calls - before_calls < slices_of_one
+
+
+def test_the_chunker_refuses_what_encoding_refuses() -> None:
+    bad = big_snapshot()
+    bad["documents"][0]["nodes"]["attributes"][700][1] = -5  # would read a string from the end
+    assert encode_snapshot(bad) is None and SnapshotChunker(Slices()).chunk(bad) is None
+    past = big_snapshot()
+    past["documents"][0]["layout"]["text"][900] = len(past["strings"])
+    assert encode_snapshot(past) is None and SnapshotChunker(Slices()).chunk(past) is None
 
 
 def test_snapshots_it_does_not_know_are_stored_whole(tmp_path: Path) -> None:
