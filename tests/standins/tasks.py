@@ -10,8 +10,10 @@ the official evaluator.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
+import sys
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -112,6 +114,8 @@ class ActionFailed(RuntimeError):
 
 _SELECTOR_VERBS = frozenset({"click", "fill", "select", "press"})
 _WAIT_MS = 30_000
+_STALL_REPORT_S = 180
+"""An episode takes 5-40 s here; one still running after this long has its stacks printed."""
 """How long a scripted step waits for its element: BrowserGym's own action timeouts are short (0.5 s)."""
 
 
@@ -193,7 +197,13 @@ def play_tasks(
 
         for task in tasks:
             for trajectory in trajectories:
-                episode = _play_with_retries(task, trajectory, sites, Path(sessions))
+                # An episode that stalls prints every thread's stack (to this worker's stderr) while it
+                # waits, instead of leaving only a silent process behind.
+                faulthandler.dump_traceback_later(_STALL_REPORT_S, repeat=True, file=sys.stderr)
+                try:
+                    episode = _play_with_retries(task, trajectory, sites, Path(sessions))
+                finally:
+                    faulthandler.cancel_dump_traceback_later()
                 if verbose:
                     print(
                         f"{episode.task_id} {trajectory} {episode.rewards} {episode.seconds}s {episode.error}",
