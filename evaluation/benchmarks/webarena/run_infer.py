@@ -39,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -329,6 +330,7 @@ def run_agent_episode(
     config.set_llm_config(llm)
     config.set_agent_config(AgentConfig(enable_mcp=False, enable_prompt_extensions=False))
     runtime = create_runtime(config, headless_mode=True)
+    _wait_longer_for_start(runtime)
     try:
         call_async_from_sync(runtime.connect)
         state = asyncio.run(
@@ -346,6 +348,33 @@ def run_agent_episode(
     history = [event_to_trajectory(event) for event in state.history]
     metrics = state.metrics.get() if state.metrics else {}
     return history, metrics, state.last_error or None
+
+
+RUNTIME_START_S = 600
+"""How long the agent mode waits for OpenHands' action-execution server to answer."""
+
+
+def _wait_longer_for_start(runtime: Any) -> None:
+    """Give ``runtime`` ``RUNTIME_START_S`` instead of LocalRuntime's fixed 120 s to come up.
+
+    The server answers only once ``BrowserEnv`` has reset its eval env, and for a WebArena task that
+    reset signs in on every site the task needs, with BrowserGym's 1 s ``slow_mo`` after each action:
+    on a loaded machine that alone has taken over 120 s. LocalRuntime's wait is a tenacity retry on the
+    class (nothing in its config sets it), so this instance gets the same retry with a longer stop.
+    """
+    import tenacity
+
+    wait = getattr(type(runtime), "_wait_until_alive", None)
+    retry_with = getattr(wait, "retry_with", None)
+    if retry_with is None:  # another runtime class, or OpenHands changed: keep its own wait
+        return
+    try:
+        from openhands.utils.tenacity_stop import stop_if_should_exit
+    except ImportError:  # pragma: no cover - present in the locked openhands-ai
+        stop: Any = tenacity.stop_after_delay(RUNTIME_START_S)
+    else:
+        stop = tenacity.stop_after_delay(RUNTIME_START_S) | stop_if_should_exit()
+    runtime._wait_until_alive = types.MethodType(retry_with(stop=stop), runtime)
 
 
 def run_direct_episode(
