@@ -117,8 +117,8 @@ class ActionFailed(RuntimeError):
 
 _SELECTOR_VERBS = frozenset({"click", "fill", "select", "press"})
 _WAIT_MS = 30_000
-_STALL_S = 180
-"""An episode takes 5-40 s here (longer under load); one still running after this long is stopped."""
+_STALL_S = 120
+"""An episode takes 5-40 s here (up to ~60 s under heavy load); one still running after this long is stopped."""
 """How long a scripted step waits for its element: BrowserGym's own action timeouts are short (0.5 s)."""
 
 
