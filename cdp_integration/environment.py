@@ -16,14 +16,18 @@ processes (BrowserEnv's spawned browser process) inherit them.
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from cdp_integration.errors import EnvironmentSetupError
 
@@ -31,11 +35,13 @@ __all__ = [
     "CHROMIUM_ARGS",
     "PLACEHOLDER_URL",
     "WEBARENA_SITES",
+    "StallWatchdog",
     "cache_dir",
     "chromium_executable",
     "ensure_playwright_browsers",
     "ensure_punkt_tab",
     "make_punkt_tab_findable",
+    "playwright_browsers_of_this_process",
     "prepare",
     "set_webarena_urls",
 ]
@@ -204,3 +210,64 @@ if __name__ == "__main__":
         f"environment: Chromium {chromium_executable()}, browsers {os.environ['PLAYWRIGHT_BROWSERS_PATH']}, "
         f"punkt_tab under {os.environ['NLTK_DATA'].split(os.pathsep)[0]}"
     )
+
+
+class StallWatchdog:
+    """Stops the browsers this process's Playwright launched if the guarded block runs past ``seconds``.
+
+    For Playwright calls that have no timeout. BrowserGym's WebArena ``ui_login`` closes its sign-in
+    tab right after clicking "Sign in"; now and then that ``Page.close`` (or the next context-wide
+    call, ``set_geolocation``) never returns. With the browsers killed the pending call raises, and
+    the caller decides whether to try again (``fired`` says why it failed). Every thread's stack is
+    written to ``report`` first. Playwright's driver is left running (it serves later launches).
+    """
+
+    def __init__(self, seconds: float, label: str, *, report: Any = None) -> None:
+        self.seconds = seconds
+        self.label = label
+        self.report = report if report is not None else sys.stderr
+        self.fired = False
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> StallWatchdog:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    def _fire(self) -> None:
+        self.fired = True
+        print(
+            f"{self.label}: still running after {self.seconds:.0f} s; stacks:", file=self.report, flush=True
+        )
+        with contextlib.suppress(Exception):  # a report stream without a file descriptor
+            faulthandler.dump_traceback(file=self.report, all_threads=True)
+        for pid in playwright_browsers_of_this_process():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def playwright_browsers_of_this_process() -> list[int]:
+    """PIDs of the browsers launched by Playwright drivers that are children of this process (Linux)."""
+
+    def children(pid: int) -> list[int]:
+        found = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry.name))
+        return found
+
+    browsers = []
+    for child in children(os.getpid()):
+        with contextlib.suppress(OSError):
+            if b"playwright" not in Path(f"/proc/{child}/cmdline").read_bytes():
+                continue  # not a Playwright driver (e.g. BrowserEnv's own process)
+        for grandchild in children(child):
+            with contextlib.suppress(OSError):
+                if b"chrom" in Path(f"/proc/{grandchild}/cmdline").read_bytes().split(b"\0")[0]:
+                    browsers.append(grandchild)
+    return browsers

@@ -85,3 +85,39 @@ def test_duck_typed_page_is_rejected_by_beartype(tmp_path: Path) -> None:
     config = write_config(tmp_path, ["url_match"], reference_url="http://127.0.0.1/")
     with pytest.raises(BeartypeCallHintParamViolation):
         evaluator_router(config)([{}, {"answer": ""}], config, DuckPage(), None)
+
+
+STALLED_CALL = """
+import sys, time
+from cdp_integration import environment
+environment.prepare()
+from playwright.sync_api import sync_playwright
+with sync_playwright() as pw:
+    browser = pw.chromium.launch(executable_path=environment.chromium_executable(),
+                                 args=list(environment.CHROMIUM_ARGS), headless=True)
+    page = browser.new_page()
+    started = time.monotonic()
+    with environment.StallWatchdog(2, "stalled call") as watchdog:
+        try:
+            page.evaluate("new Promise(() => {})")  # never settles; Playwright has no timeout for it
+            print("returned")
+        except Exception as exc:
+            print(type(exc).__name__, watchdog.fired, round(time.monotonic() - started))
+    again = pw.chromium.launch(executable_path=environment.chromium_executable(),
+                               args=list(environment.CHROMIUM_ARGS), headless=True)
+    print("driver still serves:", again.new_page().evaluate("6 * 7"))
+    again.close()
+"""
+
+
+def test_the_stall_watchdog_ends_a_playwright_call_that_never_returns() -> None:
+    """In its own process: the watchdog kills the browsers of this process's Playwright driver only."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", STALLED_CALL], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    lines = run.stdout.splitlines()
+    assert lines[0].split()[:2] == ["TargetClosedError", "True"] and 2 <= int(lines[0].split()[2]) < 30
+    assert lines[1] == "driver still serves: 42"
+    assert "stalled call: still running after 2 s; stacks:" in run.stderr

@@ -10,13 +10,9 @@ the official evaluator.
 
 from __future__ import annotations
 
-import contextlib
-import faulthandler
 import json
 import os
-import signal
 import sys
-import threading
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -24,6 +20,8 @@ from dataclasses import asdict, dataclass
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
+
+from cdp_integration.environment import StallWatchdog
 
 __all__ = [
     "PLACEHOLDERS",
@@ -163,72 +161,22 @@ def _play_with_retries(
 ) -> LiveEpisode:
     """A scripted action that BrowserGym could not carry out (a timing fault on a loaded machine, not a
     verdict on the task) replays the whole episode from fresh stand-in data, up to ``attempts`` times.
-    So does an episode stopped by the stall watchdog (`_StallWatchdog`)."""
+    So does an episode stopped by the stall watchdog (``environment.StallWatchdog``: BrowserGym's
+    ``ui_login`` can leave a Playwright call that has no timeout waiting forever)."""
     started = time.perf_counter()
     error = ""
     for attempt in range(attempts):
         sites.reset()
-        watchdog = _StallWatchdog(f"{task.task_id} {trajectory} attempt {attempt + 1}")
-        try:
-            return _play(task, trajectory, sites.urls, sessions)
-        except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            if watchdog.fired:
-                error = f"stalled for {_STALL_S} s, browsers stopped ({error})"
-            print(f"webarena parity: {task.task_id} {trajectory}: {error.splitlines()[0]}", file=sys.stderr)
-        finally:
-            watchdog.cancel()
+        label = f"webarena parity: {task.task_id} {trajectory} attempt {attempt + 1}"
+        with StallWatchdog(_STALL_S, label) as watchdog:
+            try:
+                return _play(task, trajectory, sites.urls, sessions)
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                if watchdog.fired:
+                    error = f"stalled for {_STALL_S} s, browsers stopped ({error})"
+                print(f"{label}: {error.splitlines()[0]}", file=sys.stderr)
     return LiveEpisode(task.task_id, trajectory, (), "", round(time.perf_counter() - started, 2), error)
-
-
-class _StallWatchdog:
-    """Stops this worker's Chromium processes if an episode is still running after ``_STALL_S``.
-
-    BrowserGym's ``ui_login`` closes its login tab right after clicking "Sign in", and Playwright's
-    ``Page.close`` has no timeout: on a loaded machine the close has been seen never to return (both
-    workers, each in a second GitLab sign-in of its run; every thread's stack is printed first). With
-    the browsers gone, the call fails, and the episode is replayed from fresh data like any other
-    failed attempt. Playwright's driver, which all episodes of the worker share, is left running.
-    """
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.fired = False
-        self._timer = threading.Timer(_STALL_S, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def cancel(self) -> None:
-        self._timer.cancel()
-
-    def _fire(self) -> None:
-        self.fired = True
-        print(f"webarena parity: {self.label} still running after {_STALL_S} s; stacks:", file=sys.stderr)
-        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
-        for pid in _browsers_of_this_process():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    found.append(int(entry.name))
-    return found
-
-
-def _browsers_of_this_process() -> list[int]:
-    """The browser processes Playwright's driver (a child of this process) launched."""
-    browsers = []
-    for driver in _children(os.getpid()):
-        for child in _children(driver):
-            with contextlib.suppress(OSError):
-                if b"chrom" in Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")[0]:
-                    browsers.append(child)
-    return browsers
 
 
 def play_tasks(

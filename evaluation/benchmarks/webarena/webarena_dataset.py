@@ -11,6 +11,7 @@ trajectory file provides them (otherwise a real model drives the agent: ``--llm-
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -32,6 +33,10 @@ from cdp_integration.errors import EnvironmentSetupError
 __all__ = ["TRAJECTORIES_VARIABLE", "WebArenaRun", "load_trajectories"]
 
 TRAJECTORIES_VARIABLE = "WEBARENA_TRAJECTORIES"
+REHEARSAL_STALL_S = 180
+"""A rehearsal (plain BrowserGym, no slow_mo) takes 10-60 s; one still running after this is stuck in a
+Playwright call without a timeout (see ``environment.StallWatchdog``) and is started again."""
+REHEARSAL_ATTEMPTS = 3
 """A JSON list ``[{"task_id": N, "success": [step, ...], "failure": [...]}, ...]`` of scripted
 trajectories, steps as ``cdp_integration.demo.agent`` takes them (``["click", "<css selector>"]``,
 ``["goto", "__REDDIT__/f/books"]``; URL placeholders allowed): the scripted LLM's (and ``--mode
@@ -148,21 +153,31 @@ class WebArenaRun:
         from cdp_integration.webarena import skip_evaluator_sleep
 
         steps = self.plans[task.task_id][self.args.trajectory]
-        actions: list[str] = []
-        env = gym.make(task.env_id, headless=True, slow_mo=0, tags_to_mark="all")
-        try:
-            with skip_evaluator_sleep():  # the live score of this rehearsal is not used
-                env.reset()
-                for step in steps:
-                    expanded = tuple(self._expand(part) for part in step)
-                    action = to_browsergym_action(expanded, env.unwrapped.page, "")  # type: ignore[attr-defined]
-                    actions.append(action)
-                    _, _, terminated, _, _ = env.step(action)
-                    if terminated:
-                        break
-        finally:
-            env.close()
-        return actions
+        for attempt in range(1, REHEARSAL_ATTEMPTS + 1):
+            label = f"webarena.{task.task_id}: rehearsal"
+            with environment.StallWatchdog(REHEARSAL_STALL_S, label) as watchdog:
+                actions: list[str] = []
+                env = gym.make(task.env_id, headless=True, slow_mo=0, tags_to_mark="all")
+                try:
+                    with skip_evaluator_sleep():  # the live score of this rehearsal is not used
+                        env.reset()
+                        for step in steps:
+                            expanded = tuple(self._expand(part) for part in step)
+                            page = env.unwrapped.page  # type: ignore[attr-defined]
+                            action = to_browsergym_action(expanded, page, "")
+                            actions.append(action)
+                            _, _, terminated, _, _ = env.step(action)
+                            if terminated:
+                                break
+                    return actions
+                except Exception:
+                    if not watchdog.fired or attempt == REHEARSAL_ATTEMPTS:
+                        raise
+                finally:
+                    with contextlib.suppress(Exception):  # browsers the watchdog killed
+                        env.close()
+            print(f"{label} stalled (browsers stopped), attempt {attempt + 1}", file=sys.stderr)
+        raise AssertionError("unreachable")
 
     def before_task(self, task: WebArenaTaskSpec) -> float | None:
         """Run the reset command when ``task`` needs it; the seconds it took, else None. Called
