@@ -198,7 +198,7 @@ class SnapshotChunker(_StringLists):
         ids = []
         for start in range(0, len(indexes), _LIST_ITEMS):
             key = tuple(map(lookup, indexes[start : start + _LIST_ITEMS]))
-            ids.append(self._remembered(key) or self._stored(key, list(key)))
+            ids.append(self._memo.get(key) or self._stored(key, list(key)))
         return {CHUNKS_KEY: ids}
 
     def nested(self, lists: list[list[int]], lookup: Callable[[int], str | None]) -> Any:
@@ -210,11 +210,8 @@ class SnapshotChunker(_StringLists):
             strings = tuple(map(lookup, chain.from_iterable(part)))
             lengths = tuple(map(len, part))
             key = (strings, lengths)
-            ids.append(self._remembered(key) or self._stored(key, _cut(strings, lengths)))
+            ids.append(self._memo.get(key) or self._stored(key, _cut(strings, lengths)))
         return {CHUNKS_KEY: ids}
-
-    def _remembered(self, key: tuple[Any, ...]) -> str | None:
-        return self._memo.get(key)
 
     def _stored(self, key: tuple[Any, ...], value: list[Any]) -> str:
         if len(self._memo) >= self._MEMO_SLICES:

@@ -33,15 +33,16 @@ from cdp_integration.errors import EnvironmentSetupError
 __all__ = ["TRAJECTORIES_VARIABLE", "WebArenaRun", "load_trajectories"]
 
 TRAJECTORIES_VARIABLE = "WEBARENA_TRAJECTORIES"
-REHEARSAL_STALL_S = 180
-"""A rehearsal (plain BrowserGym, no slow_mo) takes 10-60 s; one still running after this is stuck in a
-Playwright call without a timeout (see ``environment.StallWatchdog``) and is started again."""
-REHEARSAL_ATTEMPTS = 3
 """A JSON list ``[{"task_id": N, "success": [step, ...], "failure": [...]}, ...]`` of scripted
 trajectories, steps as ``cdp_integration.demo.agent`` takes them (``["click", "<css selector>"]``,
 ``["goto", "__REDDIT__/f/books"]``; URL placeholders allowed): the scripted LLM's (and ``--mode
 direct``'s) plan for each task when no model is given. The stand-ins' ``tests/standins/tasks.json``
 is such a file."""
+
+REHEARSAL_STALL_S = 180
+"""A rehearsal (plain BrowserGym, no slow_mo) takes 10-60 s; one still running after this is stuck in a
+Playwright call without a timeout (see ``environment.StallWatchdog``) and is started again."""
+REHEARSAL_ATTEMPTS = 3
 
 Steps = tuple[tuple[str, ...], ...]
 
@@ -177,7 +178,7 @@ class WebArenaRun:
                     with contextlib.suppress(Exception):  # browsers the watchdog killed
                         env.close()
             print(f"{label} stalled (browsers stopped), attempt {attempt + 1}", file=sys.stderr)
-        raise AssertionError("unreachable")
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def before_task(self, task: WebArenaTaskSpec) -> float | None:
         """Run the reset command when ``task`` needs it; the seconds it took, else None. Called
