@@ -71,8 +71,9 @@ class CDPSessionLogger:
     Chromium's DOMSnapshot for tabs with no observation snapshot; off by default: ~0.5 s on a
     15,000-node page, and replay answers ``DOMSnapshot.captureSnapshot`` from the captured page
     without it; on when ``redact`` is set, since typed passwords are found in it), ``page_resources`` (CDP resource types whose bodies are stored once per URL so
-    pages render offline: stylesheets by default), ``frames`` (same-origin iframes' documents) and
-    ``cssom_styles`` (adopted and CSSOM-inserted style rules), ``screenshot``, ``accessibility_tree``,
+    pages render offline: stylesheets by default), ``frames`` (same-origin iframes' documents),
+    ``cssom_styles`` (adopted and CSSOM-inserted style rules), ``form_state`` (what was typed, checked
+    and selected in form controls, which the HTML lacks), ``screenshot``, ``accessibility_tree``,
     ``response_bodies`` (``documents``, ``all`` or ``none``), ``max_html_bytes``, ``compresslevel``,
     ``redact`` (``True`` or a ``RedactionPolicy``: secrets are replaced before anything is written),
     ``cdp_timeout_ms`` (a CDP command not answered in this time is a fault: a hung or crashed tab).
@@ -94,6 +95,7 @@ class CDPSessionLogger:
         page_resources: Collection[str] = ("Stylesheet",),
         frames: bool = True,
         cssom_styles: bool = True,
+        form_state: bool = True,
         compresslevel: int = 3,
         record_evaluations: bool = True,
         task: dict[str, Any] | None = None,
@@ -111,6 +113,7 @@ class CDPSessionLogger:
             page_resources=tuple(page_resources),
             frames=frames,
             cssom_styles=cssom_styles,
+            form_state=form_state,
             compresslevel=compresslevel,
             record_evaluations=record_evaluations,
             redact=redact,

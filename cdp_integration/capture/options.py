@@ -30,6 +30,7 @@ class CaptureOptions:
     page_resources: tuple[str, ...] = ("Stylesheet",)
     frames: bool = True
     cssom_styles: bool = True
+    form_state: bool = True
     compresslevel: int = 3
     record_evaluations: bool = True
     redact: bool | RedactionPolicy = False
@@ -48,6 +49,7 @@ class CaptureOptions:
             "page_resources": list(self.page_resources),
             "frames": self.frames,
             "cssom_styles": self.cssom_styles,
+            "form_state": self.form_state,
             "compresslevel": self.compresslevel,
             "record_evaluations": self.record_evaluations,
             "cdp_timeout_ms": self.cdp_timeout_ms,

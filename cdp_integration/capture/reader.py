@@ -91,6 +91,10 @@ class StateReader:
                 reads.append(
                     ("cssom_styles", lambda: state.read_cssom_styles(tab.cdp, tab.frame_tree, tab.worlds))
                 )
+            if options.form_state:
+                reads.append(
+                    ("form_state", lambda: state.read_form_state(tab.cdp, tab.frame_tree, tab.worlds))
+                )
         if active and options.screenshot:
             reads.append(("screenshot_png", lambda: state.read_screenshot(tab.cdp)))
         if active and options.accessibility_tree:

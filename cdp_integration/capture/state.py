@@ -10,13 +10,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cdp_integration.errors import CaptureError
-from cdp_integration.session.models import Cookie, CSSOMStyle, FrameState
+from cdp_integration.session.models import Cookie, CSSOMStyle, FormControlState, FrameState
 
 __all__ = [
     "read_accessibility_tree",
     "read_cookies",
     "read_cssom_styles",
     "read_dom_snapshot",
+    "read_form_state",
     "read_frames",
     "read_html",
     "read_origins",
@@ -180,15 +181,11 @@ _CSSOM_STYLES = """(() => {
 })()"""
 
 
-def read_cssom_styles(
-    cdp: Any, tree: dict[str, Any] | None = None, worlds: dict[str, int] | None = None
-) -> list[CSSOMStyle]:
-    """Style rules the HTML does not carry: adopted (constructed) stylesheets of the document and of
-    open shadow roots, and rules inserted through the CSSOM into an empty ``<style>`` (CSS-in-JS).
-
-    Read in an isolated world, so the page's own scripts and globals cannot interfere. ``worlds``
-    keeps the world's context per document (loader id) across captures.
-    """
+def _evaluate_isolated(
+    cdp: Any, expression: str, what: str, tree: dict[str, Any] | None, worlds: dict[str, int] | None
+) -> Any:
+    """The value of ``expression`` evaluated in the tab's isolated world (created on first use per
+    document): the page's own scripts and globals cannot interfere with what it reads."""
     frame = (tree or read_frame_tree(cdp, resources=False))["frame"]
     worlds = {} if worlds is None else worlds
     context_id = worlds.get(frame["loaderId"])
@@ -198,11 +195,96 @@ def read_cssom_styles(
         context_id = worlds[frame["loaderId"]] = world["executionContextId"]
     try:
         result = cdp.send(
-            "Runtime.evaluate", {"expression": _CSSOM_STYLES, "contextId": context_id, "returnByValue": True}
+            "Runtime.evaluate", {"expression": expression, "contextId": context_id, "returnByValue": True}
         )
     except Exception:
         worlds.clear()  # the context went away (a navigation in between): a new world next time
         raise
     if "exceptionDetails" in result:
-        raise CaptureError(f"reading CSSOM styles failed: {result['exceptionDetails'].get('text', '')}")
-    return [CSSOMStyle.model_validate(item) for item in result["result"].get("value") or []]
+        raise CaptureError(f"reading {what} failed: {result['exceptionDetails'].get('text', '')}")
+    return result["result"].get("value")
+
+
+def read_cssom_styles(
+    cdp: Any, tree: dict[str, Any] | None = None, worlds: dict[str, int] | None = None
+) -> list[CSSOMStyle]:
+    """Style rules the HTML does not carry: adopted (constructed) stylesheets of the document and of
+    open shadow roots, and rules inserted through the CSSOM into an empty ``<style>`` (CSS-in-JS).
+
+    Read in an isolated world, so the page's own scripts and globals cannot interfere. ``worlds``
+    keeps the world's context per document (loader id) across captures.
+    """
+    found = _evaluate_isolated(cdp, _CSSOM_STYLES, "CSSOM styles", tree, worlds)
+    return [CSSOMStyle.model_validate(item) for item in found or []]
+
+
+_FORM_STATE = """(() => {
+  const out = [];
+  const noValue = new Set(["checkbox", "radio", "file", "hidden", "button", "submit", "reset", "image"]);
+  const sanitizing = ["type", "value", "min", "max", "step", "multiple"];
+  const freshValue = (el) => {
+    const tag = el.localName;
+    const fresh = el.ownerDocument.createElement(tag);
+    if (tag === "textarea") fresh.textContent = el.defaultValue;
+    else for (const name of sanitizing) { const v = el.getAttribute(name); if (v !== null) fresh.setAttribute(name, v); }
+    return fresh.value;
+  };
+  const defaultSelection = (select, options) => {
+    if (select.multiple) return options.map((o) => o.defaultSelected);
+    let chosen = -1;
+    options.forEach((o, i) => { if (o.defaultSelected) chosen = i; });
+    if (chosen < 0 && select.size <= 1) chosen = options.findIndex((o) => !o.matches(":disabled"));
+    return options.map((_, i) => i === chosen);
+  };
+  const record = (el, tag, path, frame) => {
+    let state = null;
+    if (tag === "select") {
+      const options = Array.from(el.options);
+      const before = defaultSelection(el, options);
+      if (options.some((o, i) => o.selected !== before[i])) {
+        const chosen = options.filter((o) => o.selected);
+        state = {selected: options.flatMap((o, i) => (o.selected ? [i] : [])), selected_text: chosen.map((o) => o.label)};
+      }
+    } else if (tag === "textarea" || !noValue.has(el.type)) {
+      if (el.value !== el.defaultValue && el.value !== freshValue(el)) state = {value: el.value};
+    } else if (el.type === "checkbox" || el.type === "radio") {
+      if (el.checked !== el.defaultChecked) state = {checked: el.checked};
+    }
+    if (state) {
+      out.push(Object.assign({
+        path, frame, tag, type: tag === "input" ? el.type : "", name: el.getAttribute("name") || "",
+        id: el.id || "", autocomplete: el.getAttribute("autocomplete") || "",
+      }, state));
+    }
+  };
+  const visit = (root, path, frame) => {
+    const all = root.querySelectorAll("*");
+    for (let i = 0; i < all.length; i++) {
+      const el = all[i];
+      const tag = el.localName;
+      if (tag === "input" || tag === "textarea" || tag === "select") record(el, tag, path.concat(i), frame);
+      else if (tag === "iframe" || tag === "frame") {
+        let inner = null;
+        try { inner = el.contentDocument; } catch (e) { inner = null; }
+        if (inner && inner.documentElement) visit(inner, path.concat(i), inner.URL);
+      } else if (el.shadowRoot) visit(el.shadowRoot, path.concat(i), frame);
+    }
+  };
+  visit(document, [], "");
+  return out;
+})()"""
+
+
+def read_form_state(
+    cdp: Any, tree: dict[str, Any] | None = None, worlds: dict[str, int] | None = None
+) -> list[FormControlState]:
+    """Form controls whose live state differs from their default (what the agent typed, checked,
+    selected), in the document, its open shadow roots and its same-origin frames.
+
+    The serialized HTML has attributes only, so a control's ``value``/``checked``/selectedness is read
+    here, in the isolated world (see ``read_cssom_styles``). A value counts as changed when it differs
+    from ``defaultValue`` and from what a fresh control with the same attributes would hold (a range
+    input's midpoint, a colour input's black), so only state a fresh load would not give is stored.
+    """
+    found = _evaluate_isolated(cdp, _FORM_STATE, "form state", tree, worlds)
+    return [FormControlState.model_validate(item) for item in found or []]

@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import urldefrag, urlsplit
 
 from cdp_integration import environment
+from cdp_integration.errors import ReplayMissError
 
 __all__ = ["OFFLINE_CHROMIUM_ARGS", "OfflineBrowser", "ReplayDocument", "offline_browser"]
 
@@ -56,6 +57,9 @@ class ReplayDocument:
     """Child frames' captured documents, by URL without fragment (served before ``resources``)."""
     cssom_styles: tuple[Mapping[str, Any], ...] = ()
     """Adopted and CSSOM-inserted style rules (``CSSOMStyle`` dumps), applied after load."""
+    form_state: tuple[Mapping[str, Any], ...] = ()
+    """What the agent typed, checked and selected (``FormControlState`` dumps), applied after load:
+    only for the page as the agent left it, never for a fresh load of its URL."""
 
 
 class OfflineBrowser:
@@ -105,6 +109,8 @@ class OfflineBrowser:
                 page.set_content(document.html, wait_until="domcontentloaded")
             if document.cssom_styles:
                 page.evaluate(_APPLY_CSSOM_STYLES, [dict(style) for style in document.cssom_styles])
+            if document.form_state:
+                _apply_form_state(page, document)
             if document.local_storage or document.session_storage:
                 page.evaluate(
                     """([local, session]) => {
@@ -200,6 +206,69 @@ _APPLY_CSSOM_STYLES = """(styles) => {
   }
 }"""
 """Re-creates what ``capture.state.read_cssom_styles`` read, on the replayed document."""
+
+_APPLY_FORM_STATE = """(controls) => {
+  const bare = (url) => url.split("#")[0];
+  const same = (el, c) => el && el.localName === c.tag && (el.getAttribute("name") || "") === c.name && (el.id || "") === c.id;
+  const locate = (c) => {
+    let root = document, el = null;
+    for (let depth = 0; depth < c.path.length; depth++) {
+      if (depth > 0) {
+        const framed = el && (el.localName === "iframe" || el.localName === "frame");
+        root = el && (framed ? el.contentDocument : el.shadowRoot);
+        if (!root) return null;
+      }
+      el = root.querySelectorAll("*")[c.path[depth]] || null;
+    }
+    const doc = root.ownerDocument || root;
+    if (c.frame && bare(doc.URL) !== bare(c.frame)) return null;
+    if (same(el, c)) return el;
+    const alike = Array.from(root.querySelectorAll(c.tag)).filter((e) => same(e, c));
+    return alike.length === 1 ? alike[0] : null;
+  };
+  const failed = [];
+  for (const c of controls) {
+    const el = locate(c);
+    if (el === null) { failed.push(c.path); continue; }
+    if (c.value !== null && c.value !== undefined) el.value = c.value;
+    if (c.checked !== null && c.checked !== undefined) el.checked = c.checked;
+    if (c.selected !== null && c.selected !== undefined) {
+      if (el.multiple) Array.from(el.options).forEach((o, i) => { o.selected = c.selected.includes(i); });
+      else el.selectedIndex = c.selected.length ? c.selected[0] : -1;
+    }
+    const applied = (c.value == null || el.value === c.value) && (c.checked == null || el.checked === c.checked)
+      && (c.selected == null || Array.from(el.options).every((o, i) => o.selected === c.selected.includes(i)));
+    if (!applied) failed.push(c.path);
+  }
+  return failed;
+}"""
+"""Sets what ``capture.state.read_form_state`` read on the replayed document, the way script sets it
+(``.value`` sets the dirty value flag as typing does, so ``defaultValue`` stays the attribute);
+returns the paths of the controls it could not find or set."""
+
+
+def _apply_form_state(page: Any, document: ReplayDocument) -> None:
+    """Type, check and select as the agent left the page; a control that cannot be restored makes the
+    page a loud miss (a question about it would otherwise read the default, silently)."""
+    if any(control.get("frame") for control in document.form_state):
+        page.wait_for_load_state("load")  # the frames' documents are in place
+    failed = page.evaluate(_APPLY_FORM_STATE, [dict(control) for control in document.form_state])
+    if failed:
+        controls = {tuple(c["path"]): c for c in document.form_state}
+        names = [_control_name(controls.get(tuple(path), {})) for path in failed[:3]]
+        raise ReplayMissError(
+            f"{document.url}: the form state captured for {', '.join(names)} cannot be restored in the "
+            "sandbox (the re-parsed page has no such control at its place), so values typed there could "
+            "not be answered as live"
+        )
+
+
+def _control_name(control: Mapping[str, Any]) -> str:
+    name = str(control.get("tag", "?"))
+    if control.get("id"):
+        return f"{name}#{control['id']}"
+    return f"{name}[name={control['name']}]" if control.get("name") else name
+
 
 _shared = OfflineBrowser()
 

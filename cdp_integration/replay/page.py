@@ -211,7 +211,12 @@ class MockBrowserContext(BrowserContext):
         return self._resources
 
     def document(self, url: str, tab: TabState | None = None) -> ReplayDocument | None:
-        """The captured page for ``url``: ``tab``, a tab of this step, or an evaluator snapshot."""
+        """The captured page for ``url``: ``tab``, a tab of this step, or an evaluator snapshot.
+
+        ``tab`` given: the page as the agent left it, with what was typed into its forms; otherwise
+        a fresh load of ``url``, which (as live) has none of it.
+        """
+        as_left = tab is not None and tab.html is not None
         if tab is None or tab.html is None:
             candidates = [t for t in self.step.tabs if t.html is not None and _same_document(t.url, url)]
             if self.evaluation:
@@ -231,6 +236,7 @@ class MockBrowserContext(BrowserContext):
             resources=self._session_resources(),
             frames={urldefrag(f.url)[0]: f.html for f in tab.frames if f.html is not None},
             cssom_styles=tuple(style.model_dump() for style in tab.cssom_styles),
+            form_state=tuple(control.model_dump() for control in tab.form_state) if as_left else (),
         )
 
     def known_urls(self) -> list[str]:

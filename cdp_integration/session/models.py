@@ -19,6 +19,7 @@ __all__ = [
     "Cookie",
     "Evaluation",
     "EvaluatorCall",
+    "FormControlState",
     "FrameState",
     "HttpCall",
     "NetworkExchange",
@@ -32,9 +33,10 @@ __all__ = [
     "TrafficOrigin",
 ]
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 """Bumped on any change a reader of the previous version could misread. 2: chunked HTML and DOM
-snapshots (blob ``kind``), captured stylesheets (``Step.resources``); format 1 still reads."""
+snapshots (blob ``kind``), captured stylesheets (``Step.resources``). 3: form state
+(``TabState.form_state``). Formats 1 and 2 still read."""
 
 TrafficOrigin = Literal["agent", "evaluator"]
 """Who caused a request: the agent's episode, or the live evaluator's own tabs during ``validate()``."""
@@ -82,6 +84,39 @@ class CSSOMStyle(_Record):
     css: list[str] = []
 
 
+class FormControlState(_Record):
+    """The live state of one form control where it differs from the control's default (format 3).
+
+    ``DOM.getOuterHTML`` serializes attributes, not what was typed: an input's ``value``, a checkbox's
+    ``checked``, an ``<option>``'s selectedness live only in the DOM. Only controls whose state a
+    fresh load would not reproduce are stored (``value`` != ``defaultValue``, ``checked`` !=
+    ``defaultChecked``, selectedness != the select's default), so a session stays small.
+
+    ``path`` addresses the control like ``CSSOMStyle.path``: indexes into ``root.querySelectorAll("*")``,
+    each after the first taken inside the open shadow root, or the document of the same-origin
+    ``<iframe>``, of the element the previous one found. ``tag``, ``name`` and ``id`` identify it
+    (checked when it is applied, and shown by the debug views); ``frame`` is the URL of the frame's
+    document holding it (empty: the tab's own document).
+    """
+
+    path: list[int]
+    tag: Literal["input", "textarea", "select"]
+    type: str = ""
+    """An input's ``type`` (``text``, ``password``, ``checkbox``, ...); empty for the others."""
+    name: str = ""
+    id: str = ""
+    autocomplete: str = ""
+    frame: str = ""
+    value: str | None = None
+    """Inputs (other than checkboxes and radios) and textareas: the current value."""
+    checked: bool | None = None
+    """Checkboxes and radios: the current checkedness."""
+    selected: list[int] | None = None
+    """Selects: indexes (into ``select.options``) of the selected options."""
+    selected_text: list[str] = []
+    """The selected options' labels, for display."""
+
+
 class PageResource(_Record):
     """A subresource body read from the renderer (``Page.getResourceContent``): stylesheets, so the
     page renders offline as it did live. Stored once per URL per session, at the first step that had it."""
@@ -115,6 +150,9 @@ class TabState(_Record):
     """Same-origin child frames' documents (format 2)."""
     cssom_styles: list[CSSOMStyle] = []
     """Adopted stylesheets and CSSOM-inserted rules the HTML lacks (format 2)."""
+    form_state: list[FormControlState] = []
+    """Form controls whose live state differs from their default, in the tab's document, its open
+    shadow roots and its same-origin frames (format 3)."""
 
 
 class RequestInfo(_Record):
