@@ -2,7 +2,7 @@
 
 Secrets (``RedactionPolicy``): cookie values; ``Authorization`` / ``Proxy-Authorization`` credentials,
 ``Cookie`` / ``Set-Cookie`` values and other secret headers (``X-*-Token``); values of password inputs
-(and inputs named like secrets) in captured HTML and DOM snapshots; values under password-like keys in
+(and inputs named like secrets) in captured HTML, DOM snapshots and form state; values under password-like keys in
 post data, JSON bodies and web storage, and under the name of any ``type=password`` input seen in the
 session's pages (post data only); token-like query parameters and URL passwords in any string;
 and a token an HTTP call received in exchange for credentials (an evaluator's REST login).
@@ -343,6 +343,9 @@ class Redactor:
             snapshot = tab.get("dom_snapshot")
             if isinstance(snapshot, dict):
                 self._password_fields.update(_snapshot_password_names(snapshot))
+            for control in tab.get("form_state") or ():
+                if isinstance(control, dict) and control.get("type") == "password" and control.get("name"):
+                    self._password_fields.add(str(control["name"]))
 
     def _field_kind(self, name: str) -> str:
         return "password" if name in self._password_fields else _key_kind(name)
@@ -357,6 +360,7 @@ class Redactor:
             tab["html"] = self._html_inputs(tab["html"])
         if isinstance(tab.get("dom_snapshot"), dict):
             self._dom_snapshot(tab["dom_snapshot"])
+        self._form_state(tab.get("form_state"))
         self._storage(tab.get("session_storage"))
         if not self.policy.keep_screenshots:
             tab["screenshot_png"] = None
@@ -571,6 +575,28 @@ class Redactor:
             )
 
         return _INPUT_TAG.sub(tag, text) if "<input" in text.lower() else text
+
+    def _form_state(self, controls: Json) -> None:
+        """Typed values of secret inputs (``FormControlState`` records): a password typed in, a field
+        named like a secret; the value is also searched for everywhere else."""
+        for control in controls if isinstance(controls, list) else ():
+            if (
+                not isinstance(control, dict)
+                or not isinstance(control.get("value"), str)
+                or not control["value"]
+            ):
+                continue
+            attributes = {
+                name: str(control.get(name) or "") for name in ("type", "name", "id", "autocomplete")
+            }
+            if control.get("tag") == "input" and self._secret_input(attributes):
+                control["value"] = self._secret(control["value"], "password")
+            elif control.get("tag") == "textarea" and self.policy.is_secret_key(
+                attributes["name"] or attributes["id"]
+            ):
+                control["value"] = self._secret(
+                    control["value"], _key_kind(attributes["name"] or attributes["id"])
+                )
 
     def _dom_snapshot(self, snapshot: dict[str, Json]) -> None:
         """``DOMSnapshot.captureSnapshot``: secret inputs' ``value`` attributes and ``inputValue``.

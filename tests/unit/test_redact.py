@@ -39,6 +39,7 @@ from cdp_integration.session import (
     load_session,
     new_header,
 )
+from cdp_integration.session.models import FormControlState
 from cdp_integration.session.redact import (
     DEFAULT_TOKEN_PARAMS,
     PLACEHOLDER_PATTERN,
@@ -70,6 +71,9 @@ BODY_SECRET = "b64-hidden-secret-8080"
 LOCAL_ONLY = "ls-only-secret-5151"
 USERINFO_PW = "userinfo-pw-777"
 START_TOKEN = "start-token-4242"
+TYPED_PASSWORD = "typed-pass-8642"
+TYPED_PIN = "typed-pin-97531"
+TYPED_TEXT = "Four mugs, none chipped"
 
 
 def _dom_snapshot(password: str, *, shared_text: bool) -> dict[str, Any]:
@@ -145,6 +149,12 @@ def crafted_session() -> tuple[Session, dict[str, str]]:
         dom_snapshot=_dom_snapshot(PASSWORD, shared_text=True),
         session_storage={SITE: {"authToken": STORAGE_TOKEN, "theme": "dark"}},
         screenshot_png=base64.b64encode(b"\x89PNG fake pixels showing " + PASSWORD.encode()).decode(),
+        form_state=[
+            FormControlState(path=[5], tag="input", type="password", name="pw", value=TYPED_PASSWORD),
+            FormControlState(path=[6], tag="input", type="text", id="login-pin", value=TYPED_PIN),
+            FormControlState(path=[7], tag="textarea", name="review", value=TYPED_TEXT),
+            FormControlState(path=[8], tag="input", type="checkbox", name="password_shown", checked=True),
+        ],
     )
     network = [
         _exchange(
@@ -157,7 +167,10 @@ def crafted_session() -> tuple[Session, dict[str, str]]:
                     "Cookie": f"session={SESSION_COOKIE}; tracking={TRACKING_COOKIE}",
                     "Referer": f"{SITE}/login?token={quote_plus(URL_TOKEN)}",
                 },
-                post_data=f"username=emma&password={quote_plus(PASSWORD)}&csrf_token={CSRF}&remember=1",
+                post_data=(
+                    f"username=emma&password={quote_plus(PASSWORD)}&csrf_token={CSRF}&remember=1"
+                    f"&confirm={quote_plus(TYPED_PASSWORD)}"
+                ),
             ),
             ResponseInfo(
                 status=302,
@@ -323,6 +336,8 @@ def crafted_session() -> tuple[Session, dict[str, str]]:
         MULTIPART_SECRET: "multipart field pin_code",
         PREFILLED: "server-filled password input value in HTML",
         BODY_SECRET: "nowhere structured: only inside a base64 body (must survive: not a known secret)",
+        TYPED_PASSWORD: "typed into a password input (form state), posted under a plain name",
+        TYPED_PIN: "typed into an input whose id names a pin (form state)",
     }
     return Session(header=header, steps=steps, end=end), planted
 
@@ -427,6 +442,12 @@ def _html_passwords(html: str | None) -> Iterator[str]:
                 yield found[1]
 
 
+def _form_passwords(controls: list[FormControlState]) -> Iterator[str]:
+    for control in controls:
+        if control.value and (control.type == "password" or _SECRET_FIELD.search(control.name or control.id)):
+            yield control.value
+
+
 def original_secrets(session: Session, min_length: int = 6) -> set[str]:
     """Every secret of the kinds the issue names: cookie values, secret header values, password
     values, token parameters, password-like post fields, evaluator credentials and tokens.
@@ -440,6 +461,7 @@ def original_secrets(session: Session, min_length: int = 6) -> set[str]:
         found.update(_url_secrets(state.url))
         found.update(_dom_passwords(state.dom_snapshot))
         found.update(_html_passwords(state.html))
+        found.update(_form_passwords(state.form_state))
         for items in state.session_storage.values():
             found.update(value for key, value in items.items() if _SECRET_FIELD.search(key))
 
@@ -527,6 +549,15 @@ def test_every_planted_secret_is_gone_from_the_redacted_file(
     body = base64.b64decode(response.body or "") if response else b""
     assert BODY_SECRET.encode() in body and PASSWORD.encode() not in body  # base64 data: known secrets only
     assert "REDACTED-password-" in text and "REDACTED-cookie-" in text and "REDACTED-token-" in text
+
+
+def test_typed_secrets_leave_the_form_state_and_typed_text_stays() -> None:
+    session, _ = crafted_session()
+    redacted = redact_session(session)
+    controls = redacted.steps[1].tabs[0].form_state
+    assert [(c.value or "").split("-")[:2] for c in controls[:2]] == [["REDACTED", "password"]] * 2
+    assert (controls[2].value, controls[3].checked) == (TYPED_TEXT, True)
+    assert controls[0].value in (redacted.steps[1].network[0].request.post_data or "")
 
 
 def test_redacted_file_loads_with_the_same_shape(
