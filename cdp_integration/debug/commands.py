@@ -81,6 +81,7 @@ def steps(session_path: Path) -> None:
 @click.argument("step", type=int)
 @click.option("--html", "view", flag_value="html", help="The active tab's captured HTML.")
 @click.option("--text", "view", flag_value="text", help="The page's visible text.")
+@click.option("--form", "view", flag_value="form", help="What was typed, checked and selected in forms.")
 @click.option("--cookies", "view", flag_value="cookies", help="All cookies.")
 @click.option("--storage", "view", flag_value="storage", help="localStorage and each tab's sessionStorage.")
 @click.option("--network", "view", flag_value="network", help="Requests made since the previous step.")
@@ -101,7 +102,7 @@ def show(session_path: Path, step: int, view: View | None) -> None:
 @click.argument("a", type=int)
 @click.argument("b", type=int)
 def diff_command(session_path: Path, a: int, b: int) -> None:
-    """What changed from step A to step B: URL, title, tabs, cookies, storage, requests, visible text."""
+    """What changed from step A to step B: URL, title, tabs, cookies, storage, requests, forms, visible text."""
     from cdp_integration.debug.diff import diff
     from cdp_integration.debug.render import format_diff
 

@@ -9,15 +9,16 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
+from urllib.parse import urldefrag
 
 from cdp_integration.debug.text import visible_text
-from cdp_integration.debug.views import RequestRow, step_requests
+from cdp_integration.debug.views import FormRow, RequestRow, control_label, form_row, step_requests
 
 if TYPE_CHECKING:
-    from cdp_integration.session.models import Cookie, Step
+    from cdp_integration.session.models import Cookie, FormControlState, Step
     from cdp_integration.session.store import Session
 
-__all__ = ["ChangeKind", "CookieChange", "StepDiff", "StorageChange", "TabChange", "diff"]
+__all__ = ["ChangeKind", "CookieChange", "FormChange", "StepDiff", "StorageChange", "TabChange", "diff"]
 
 ChangeKind = Literal["added", "changed", "removed"]
 
@@ -54,6 +55,26 @@ class TabChange:
 
 
 @dataclass(frozen=True)
+class FormChange:
+    """A form control whose state changed between the steps: typed into, (un)checked, selected, or
+    back to its default (``after`` is ``None``)."""
+
+    tab_id: str
+    control: str
+    before: FormRow | None
+    """The state at step A (``None``: the control held its default, or was not on the page)."""
+    after: FormRow | None
+
+    @property
+    def text(self) -> str:
+        """``typed 'abc' into input#title``; ``(was 'ab')`` when it held something else before."""
+        if self.after is None:
+            return f"{self.control} back to its default (was {self.before.state if self.before else '?'})"
+        was = f" (was {self.before.state})" if self.before is not None and self.after.kind == "typed" else ""
+        return self.after.text + was
+
+
+@dataclass(frozen=True)
 class StepDiff:
     """The change from step ``a`` to step ``b`` (indices as stored, not negative)."""
 
@@ -68,6 +89,8 @@ class StepDiff:
     """Traffic captured in steps ``min(a, b) + 1 .. max(a, b)``: what happened in between."""
     text_diff: tuple[str, ...]
     """A unified diff of the active tab's visible text, one line per item (empty: same text)."""
+    forms: tuple[FormChange, ...] = ()
+    """What was typed, checked or selected in between (form state is not in the visible text)."""
 
     @property
     def url_changed(self) -> bool:
@@ -87,6 +110,7 @@ class StepDiff:
             or self.storage
             or self.requests
             or self.text_diff
+            or self.forms
         )
 
 
@@ -148,6 +172,35 @@ def _tab_changes(before: Step, after: Step) -> tuple[TabChange, ...]:
     return tuple(opened + closed)
 
 
+def _control_key(control: FormControlState) -> tuple[object, ...]:
+    return (control.frame, tuple(control.path), control.tag, control.name, control.id)
+
+
+def _form_changes(before: Step, after: Step) -> tuple[FormChange, ...]:
+    """Per tab: controls newly changed or changed again; on the same page (same URL) also the ones
+    back to their default. A tab that moved to another page shows only what its new page holds."""
+    old_tabs = {tab.tab_id: tab for tab in before.tabs}
+    changes = []
+    for tab in after.tabs:
+        previous = old_tabs.get(tab.tab_id)
+        same_page = previous is not None and urldefrag(previous.url).url == urldefrag(tab.url).url
+        old = {_control_key(c): c for c in previous.form_state} if previous is not None and same_page else {}
+        new = {_control_key(c): c for c in tab.form_state}
+        for key, control in new.items():
+            was = old.get(key)
+            if was is None or was != control:
+                row = form_row(tab.tab_id, control)
+                changes.append(
+                    FormChange(tab.tab_id, row.control, form_row(tab.tab_id, was) if was else None, row)
+                )
+        for key, control in old.items():
+            if key not in new:
+                changes.append(
+                    FormChange(tab.tab_id, control_label(control), form_row(tab.tab_id, control), None)
+                )
+    return tuple(changes)
+
+
 def text_lines(step: Step) -> list[str]:
     """The active tab's visible text, line by line (what ``show --text`` prints)."""
     return visible_text(step.html).splitlines()
@@ -177,4 +230,5 @@ def diff(session: Session, a: int, b: int) -> StepDiff:
         storage=_storage_changes(before, after),
         requests=requests,
         text_diff=tuple(text),
+        forms=_form_changes(before, after),
     )

@@ -14,6 +14,7 @@ from cdp_integration.debug.diff import StepDiff, text_lines
 from cdp_integration.debug.views import (
     RequestRow,
     end_evaluation,
+    form_rows,
     step_requests,
     step_summaries,
     step_summary,
@@ -22,8 +23,18 @@ from cdp_integration.session.store import Session
 
 __all__ = ["VIEWS", "View", "format_diff", "format_requests", "format_step", "format_steps"]
 
-View = Literal["summary", "html", "text", "cookies", "storage", "network", "tabs", "json"]
-VIEWS: tuple[View, ...] = ("summary", "html", "text", "cookies", "storage", "network", "tabs", "json")
+View = Literal["summary", "html", "text", "form", "cookies", "storage", "network", "tabs", "json"]
+VIEWS: tuple[View, ...] = (
+    "summary",
+    "html",
+    "text",
+    "form",
+    "cookies",
+    "storage",
+    "network",
+    "tabs",
+    "json",
+)
 
 _BULKY_TAB_FIELDS = ("dom_snapshot", "screenshot_png", "ax_tree")
 
@@ -108,8 +119,24 @@ def _summary(session: Session, index: int) -> str:
     if summary.evaluation is not None:
         e = summary.evaluation
         lines.append(f"eval      {e.label}   ({e.source}{f', answer {e.answer!r}' if e.answer else ''})")
+    rows = form_rows(step)
+    lines += [f"form      {row.text}" for row in rows[:_FORM_SUMMARY_ROWS]]
+    if len(rows) > _FORM_SUMMARY_ROWS:
+        lines.append(f"form      … and {len(rows) - _FORM_SUMMARY_ROWS} more (--form)")
     lines += [f"fault     {fault}" for fault in summary.faults]
     return "\n".join(lines)
+
+
+_FORM_SUMMARY_ROWS = 8
+
+
+def _form(session: Session, index: int) -> str:
+    step = session.steps[index]
+    rows = form_rows(step)
+    if not rows:
+        return "(no form control differs from its default)"
+    several = len(step.tabs) > 1
+    return "\n".join((f"tab {row.tab_id}  " if several else "") + row.text for row in rows)
 
 
 def _cookies(session: Session, index: int) -> str:
@@ -173,6 +200,7 @@ def format_step(session: Session, step: int, view: View = "summary") -> str:
         return format_requests(step_requests(session, index))
     formatters = {
         "summary": _summary,
+        "form": _form,
         "cookies": _cookies,
         "storage": _storage,
         "tabs": _tabs,
@@ -216,6 +244,10 @@ def format_diff(change: StepDiff) -> str:
     if change.requests:
         lines.append(f"requests ({len(change.requests)})")
         lines += ["  " + line for line in format_requests(change.requests, with_step=True).splitlines()]
+    if change.forms:
+        lines.append("form")
+        several = len({f.tab_id for f in change.forms}) > 1
+        lines += [f"  {f'tab {f.tab_id} ' if several else ''}{f.text}" for f in change.forms]
     if change.text_diff:
         lines.append("visible text")
         lines += list(change.text_diff)

@@ -22,7 +22,7 @@ HELP = """\
   n, Enter      next step            p             previous step
   g N           go to step N (negative: from the end)     first, last
   s             summary of this step
-  text, html, cookies, storage, net, tabs, json           a view of this step
+  text, html, form, cookies, storage, net, tabs, json     a view of this step
   d [N]         diff with the previous step (or with step N)
   steps         the step table
   js EXPR       run JavaScript against the page as it was at this step (offline)
@@ -57,6 +57,7 @@ class Stepper:
         views: dict[str, View] = {
             "text": "text",
             "html": "html",
+            "form": "form",
             "cookies": "cookies",
             "storage": "storage",
             "net": "network",

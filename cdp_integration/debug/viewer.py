@@ -28,10 +28,12 @@ from cdp_integration.debug.text import VOID_ELEMENTS, visible_text, word_set
 from cdp_integration.debug.views import (
     EvaluationSummary,
     end_evaluation,
+    form_rows,
     step_requests,
     step_summaries,
     task_text,
 )
+from cdp_integration.session.models import FormControlState
 from cdp_integration.session.store import Session
 
 __all__ = ["CSP", "InertPage", "episode_data", "inert_html", "render_viewer", "write_viewer"]
@@ -45,6 +47,9 @@ _URL_ATTRIBUTES = word_set(
     "src srcset data poster background action formaction ping xlink:href codebase cite longdesc"
 )
 _SAFE_BID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_TEXT_ONLY = word_set("noscript noembed noframes xmp iframe")
+"""Elements whose content a live DOM (scripting on) holds as text: tags inside are not elements."""
+_FORM_CSS = "[data-cdp-form]{outline:2px solid #2563eb !important;outline-offset:1px}"
 
 
 Resources = dict[str, str]
@@ -111,6 +116,89 @@ class _Inert(HTMLParser):
         self._skip_depth = 0
         self.out: list[str] = []
         self.missing_stylesheets = 0
+        self._controls: dict[tuple[int, ...], FormControlState] = {}
+        self._roots: list[tuple[tuple[int, ...], list[int]]] = [((), [0])]
+        """The element counter of each root open (the document, shadow roots), with the path of
+        its host: an element's path is the ``FormControlState.path`` that addresses it."""
+        self._open: list[tuple[str, tuple[int, ...] | None, str | None]] = []
+        """Open elements: tag, path (``None``: not an element of the live DOM), what it opened."""
+        self._uncounted = 0
+        self._options: tuple[list[int], list[int]] | None = None
+        """Inside a changed ``<select>``: its selected option indexes, and the next option's index."""
+        self._textarea: str | None = None
+        """Inside a changed ``<textarea>``: its typed value, written in place of the default text."""
+
+    def set_form_state(self, controls: Sequence[FormControlState]) -> None:
+        """Show ``controls``' state (what was typed, checked, selected) in the copy: controls in the
+        document and its shadow roots (frames are not rendered)."""
+        self._controls = {tuple(c.path): c for c in controls if not c.frame}
+
+    def _count(self, tag: str, attrs: list[tuple[str, str | None]]) -> tuple[int, ...] | None:
+        """Track the element's path as ``querySelectorAll("*")`` counts it in the live DOM."""
+        path: tuple[int, ...] | None = None
+        opened: str | None = None
+        if not self._uncounted:
+            prefix, counter = self._roots[-1]
+            path = (*prefix, counter[0])
+            counter[0] += 1
+        if tag == "template":
+            mode = next((v for n, v in attrs if n.lower() == "shadowrootmode"), None)
+            host = next((p for _, p, _ in reversed(self._open) if p is not None), None)
+            if path is not None and mode == "open" and host is not None:
+                self._roots[-1][1][0] -= 1  # a declarative shadow root is no element of the DOM
+                path, opened = None, "root"
+                self._roots.append((host, [0]))
+            else:
+                opened = "uncounted"  # a template's content (or a closed root) is not in the tree
+        elif tag in _TEXT_ONLY:
+            opened = "uncounted"
+        if opened == "uncounted":
+            self._uncounted += 1
+        if tag not in VOID_ELEMENTS:
+            self._open.append((tag, path, opened))
+        return path
+
+    def _close(self, tag: str) -> None:
+        at = next((i for i in range(len(self._open) - 1, -1, -1) if self._open[i][0] == tag), None)
+        if at is None:
+            return
+        for _, _, opened in self._open[at:]:
+            if opened == "root":
+                self._roots.pop()
+            elif opened == "uncounted":
+                self._uncounted -= 1
+        del self._open[at:]
+
+    def _with_state(
+        self, tag: str, attrs: list[tuple[str, str | None]], path: tuple[int, ...] | None
+    ) -> list[tuple[str, str | None]]:
+        """``attrs`` showing the control's captured state (a ``value``, ``checked``, ``selected``)."""
+        if tag == "option" and self._options is not None:
+            selected, counter = self._options
+            counter[0] += 1
+            kept = [(n, v) for n, v in attrs if n.lower() != "selected"]
+            return [*kept, ("selected", None)] if counter[0] - 1 in selected else kept
+        control = self._controls.get(path) if path is not None else None
+        values = {name.lower(): value or "" for name, value in attrs}
+        identity = (tag, values.get("id", ""), values.get("name", ""))
+        if control is None or identity != (control.tag, control.id, control.name):
+            return attrs  # the copy differs from the live DOM here: show the page as captured
+        typed = control.value is not None
+        dropped = ({"value"} if typed and tag == "input" else set()) | (
+            {"checked"} if control.checked is not None else set()
+        )
+        marked = [(n, v) for n, v in attrs if n.lower() not in dropped]
+        if typed and tag == "input":
+            marked.append(
+                ("value", "•" * len(control.value or "") if control.type == "password" else control.value)
+            )
+        elif typed:
+            self._textarea = control.value
+        if control.checked:
+            marked.append(("checked", None))
+        if control.selected is not None:
+            self._options = (list(control.selected), [0])
+        return [*marked, ("data-cdp-form", None)]
 
     def _inject(self) -> None:
         if not self._injected:
@@ -149,6 +237,7 @@ class _Inert(HTMLParser):
         return f"<{tag}{rendered}>"
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        path = self._count(tag, attrs)
         if self._skipping is not None:
             self._skip_depth += tag == self._skipping
             return
@@ -169,6 +258,8 @@ class _Inert(HTMLParser):
                 else:
                     self.missing_stylesheets += 1
             return
+        if self._controls:
+            attrs = self._with_state(tag, attrs, path)
         self.out.append(self._start(tag, self._attributes(tag, attrs)))
         if tag == "head":
             self._inject()
@@ -179,6 +270,12 @@ class _Inert(HTMLParser):
             self.handle_endtag(tag)
 
     def handle_endtag(self, tag: str) -> None:
+        self._close(tag)
+        if tag == "textarea" and self._textarea is not None:
+            self.out.append(html.escape(self._textarea, quote=False))
+            self._textarea = None
+        elif tag == "select":
+            self._options = None
         if self._skipping is not None:
             self._skip_depth -= tag == self._skipping
             if self._skip_depth <= 0:
@@ -188,7 +285,7 @@ class _Inert(HTMLParser):
             self.out.append(f"</{tag}>")
 
     def handle_data(self, data: str) -> None:
-        if self._skipping is None:
+        if self._skipping is None and self._textarea is None:
             self.out.append(data)
 
     def handle_entityref(self, name: str) -> None:
@@ -216,6 +313,7 @@ def inert_html(
     resources: Resources | None = None,
     highlight: str | None = None,
     extra_css: Sequence[str] = (),
+    form_state: Sequence[FormControlState] = (),
 ) -> InertPage:
     """``page_html`` with nothing left that runs or fetches: for an ``<iframe sandbox srcdoc>``.
 
@@ -223,6 +321,8 @@ def inert_html(
     nowhere (the original is kept in ``data-href``); images and stylesheets are inlined when their
     bodies were captured and dropped otherwise. ``highlight``: a BrowserGym id to outline.
     ``extra_css``: document-level rules the HTML lacks (adopted sheets, CSSOM-inserted rules).
+    ``form_state``: what was typed, checked and selected, shown in the copy (as ``value``,
+    ``checked``, ``selected`` attributes and a textarea's text; a password as bullets) and outlined.
     """
     head_extra = f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
     head_extra += "".join("<style>" + css.replace("</", "<\\/") + "</style>" for css in extra_css)
@@ -231,7 +331,10 @@ def inert_html(
             f'<style>[bid="{highlight}"]{{outline:3px solid #e11d48 !important;outline-offset:2px;'
             "box-shadow:0 0 0 6px rgba(225,29,72,.25) !important}</style>"
         )
+    if form_state:
+        head_extra += f"<style>{_FORM_CSS}</style>"
     parser = _Inert(base_url, resources or {}, head_extra)
+    parser.set_form_state(form_state)
     parser.feed(page_html)
     parser.close()
     if not parser._injected:
@@ -292,6 +395,10 @@ def _changes(change: StepDiff) -> dict[str, Any]:
             for s in change.storage
         ],
         "text_diff": list(change.text_diff[2:]),  # without the ---/+++ header lines
+        "forms": [
+            (f"tab {f.tab_id}: " if len({g.tab_id for g in change.forms}) > 1 else "") + f.text
+            for f in change.forms
+        ],
     }
 
 
@@ -312,7 +419,14 @@ def episode_data(session: Session) -> dict[str, Any]:
             for css in style.css
         ]
         page = (
-            inert_html(step.html, step.url, resources=resources, highlight=next_bid, extra_css=document_css)
+            inert_html(
+                step.html,
+                step.url,
+                resources=resources,
+                highlight=next_bid,
+                extra_css=document_css,
+                form_state=tab.form_state if tab else (),
+            )
             if step.html
             else None
         )
@@ -337,6 +451,10 @@ def episode_data(session: Session) -> dict[str, Any]:
                 "html": page.html if page else None,
                 "missing_stylesheets": page.missing_stylesheets if page else 0,
                 "text": visible_text(step.html),
+                "form": [
+                    (f"tab {row.tab_id}: " if len(step.tabs) > 1 else "") + row.text
+                    for row in form_rows(step)
+                ],
                 "requests": [
                     {
                         "method": r.method,

@@ -7,19 +7,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import urldefrag
 
 if TYPE_CHECKING:
-    from cdp_integration.session.models import Evaluation, NetworkExchange, Step
+    from cdp_integration.session.models import Evaluation, FormControlState, NetworkExchange, Step
     from cdp_integration.session.store import Session
 
 __all__ = [
     "EvaluationSummary",
+    "FormRow",
     "RequestRow",
     "StepSummary",
+    "control_label",
     "end_evaluation",
     "evaluation_of",
+    "form_row",
+    "form_rows",
     "step_requests",
     "step_summaries",
     "step_summary",
@@ -200,3 +204,73 @@ def step_summary(session: Session, step: int) -> StepSummary:
 
 def step_summaries(session: Session) -> tuple[StepSummary, ...]:
     return tuple(step_summary(session, i) for i in range(len(session.steps)))
+
+
+FormKind = Literal["typed", "checked", "unchecked", "selected"]
+
+
+def control_label(control: FormControlState) -> str:
+    """``input#title``, ``textarea[name=body]``, ``select`` — prefixed by where it is when not in the
+    tab's own document (``frame <url> > ``, ``shadow root > ``)."""
+    name: str = control.tag
+    if control.id:
+        name += f"#{control.id}"
+    elif control.name:
+        name += f"[name={control.name}]"
+    elif control.type and control.type != "text":
+        name += f"[type={control.type}]"
+    if control.frame:
+        return f"frame {control.frame} > {name}"
+    return f"shadow root > {name}" if len(control.path) > 1 else name
+
+
+def _shown_value(control: FormControlState) -> str:
+    value = control.value or ""
+    if control.type == "password":  # as the page showed it
+        return repr("•" * len(value))
+    return repr(value if len(value) <= 200 else value[:199] + "…")
+
+
+def _form_kind(control: FormControlState) -> FormKind:
+    if control.checked is not None:
+        return "checked" if control.checked else "unchecked"
+    return "selected" if control.selected is not None else "typed"
+
+
+def _form_state(control: FormControlState) -> str:
+    """What the control holds, as a person reads it: ``'abc'``, ``checked``, ``'Blue', 'Red'``."""
+    kind = _form_kind(control)
+    if kind in ("checked", "unchecked"):
+        return kind
+    if kind == "selected":
+        return ", ".join(repr(text) for text in control.selected_text) or "nothing"
+    return _shown_value(control)
+
+
+@dataclass(frozen=True)
+class FormRow:
+    """A form control whose state the agent (or the page) changed from its default, at one step."""
+
+    tab_id: str
+    control: str
+    kind: FormKind
+    state: str
+    """``'typed text'``, ``checked``, ``unchecked`` or the selected options' labels."""
+
+    @property
+    def text(self) -> str:
+        """``typed 'abc' into input#title``, ``checked input#agree``, ``selected 'Blue' in select#color``."""
+        if self.kind == "typed":
+            return f"typed {self.state} into {self.control}"
+        if self.kind == "selected":
+            return f"selected {self.state} in {self.control}"
+        return f"{self.kind} {self.control}"
+
+
+def form_row(tab_id: str, control: FormControlState) -> FormRow:
+    return FormRow(tab_id, control_label(control), _form_kind(control), _form_state(control))
+
+
+def form_rows(step: Step) -> tuple[FormRow, ...]:
+    """What the form controls of every tab hold, where it differs from the page's defaults."""
+    return tuple(form_row(tab.tab_id, control) for tab in step.tabs for control in tab.form_state)

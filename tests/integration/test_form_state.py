@@ -22,6 +22,7 @@ from playwright.sync_api import Browser
 
 from cdp_integration.capture.logger import CDPSessionLogger
 from cdp_integration.capture.probes import build_trajectory
+from cdp_integration.debug.viewer import inert_html
 from cdp_integration.evaluate.scoring import evaluate_session
 from cdp_integration.replay import replay_step
 from cdp_integration.session.store import Session, load_session
@@ -260,3 +261,18 @@ def test_the_official_evaluator_scores_value_questions_as_live(captured: Capture
         assert score.provenance == "reconstructed"
         offline[name] = score.score
     assert offline == live["scores"]
+
+
+def test_the_viewer_shows_the_typed_values_where_they_were_typed(captured: Captured) -> None:
+    session, _ = captured
+    tab = session.final_step.active_tab
+    assert tab is not None and tab.html is not None
+    page = inert_html(tab.html, tab.url, form_state=tab.form_state).html
+    for prefix in ("", "s-"):  # the document and its shadow root (frames are not rendered)
+        assert f'<input id="{prefix}title" name="title" value="Typed title" data-cdp-form>' in page
+        assert f'<input id="{prefix}agree" type="checkbox" name="agree" checked data-cdp-form>' in page
+        assert f'<input id="{prefix}news" type="checkbox" name="news" data-cdp-form>' in page
+        assert f">typed {prefix or 'main'}\nsecond line</textarea>" in page
+    assert page.count("<option selected>") == 2 * 3  # blue; M and L
+    assert page.count(" data-cdp-form") == 2 * 9 + 1  # every changed control is outlined
+    assert 'type="password" name="password" value="••••••••••••••" data-cdp-form' in page

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from cdp_integration.cli import cli
+from cdp_integration.session import SessionEnd
 from tests.unit.test_debug_diff import ORIGIN, write_session
 
 
@@ -155,3 +156,25 @@ def test_step_out_of_range_is_a_usage_error(session_path: Path) -> None:
     result = CliRunner().invoke(cli, ["show", str(session_path), "7"])
     assert result.exit_code == 2
     assert "step 7 is out of range: the session has steps 0..4" in result.stderr
+
+
+def test_show_and_diff_say_what_was_typed(tmp_path: Path) -> None:
+    from cdp_integration.session import SessionWriter, new_header
+    from tests.unit.test_debug_diff import form_session
+
+    writer = SessionWriter(tmp_path / "f.partial", new_header(instance_id="forms"))
+    for step in form_session().steps:
+        writer.write_step(step)
+    path = writer.finish(SessionEnd(ended=1.0), tmp_path / "forms.session.jsonl.gz")
+    summary = run("show", path, "2").stdout
+    assert "form      typed 'Great mugs' into input#title\nform      checked input[name=agree]\n" in summary
+    assert (
+        run("show", path, "1", "--form").stdout
+        == "typed 'Great mug' into input#title\nchecked input[name=agree]\n"
+    )
+    assert run("show", path, "0", "--form").stdout == "(no form control differs from its default)\n"
+    record = orjson.loads(run("show", path, "1", "--json").stdout)
+    assert record["tabs"][0]["form_state"][0]["value"] == "Great mug"
+    assert run("diff", path, "0", "1").stdout == (
+        "step 0 → step 1\nform\n  typed 'Great mug' into input#title\n  checked input[name=agree]\n"
+    )

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cdp_integration.debug import diff, step_requests, step_summaries
-from cdp_integration.debug.views import end_evaluation
+from cdp_integration.debug.views import end_evaluation, form_row
 from cdp_integration.session import (
     Cookie,
     Evaluation,
@@ -29,6 +29,7 @@ from cdp_integration.session import (
     TabState,
     new_header,
 )
+from cdp_integration.session.models import FormControlState
 
 ORIGIN = "http://shop.test"
 LOGIN_HTML = (
@@ -319,3 +320,51 @@ def test_step_requests_rows() -> None:
         ("POST", "302", "Document", "12 ms"),
         ("GET", "200", "Document", "12 ms"),
     ]
+
+
+def form_session() -> Session:
+    """A review form: nothing typed, then a title typed and a box checked, then the title edited and
+    a size picked, then the same page with the title cleared; then another page."""
+    title = FormControlState(path=[4], tag="input", type="text", name="title", id="title", value="Great mug")
+    agree = FormControlState(path=[5], tag="input", type="checkbox", name="agree", checked=True)
+    size = FormControlState(path=[2, 1], tag="select", id="size", selected=[2], selected_text=["Large"])
+    states = [
+        [],
+        [title, agree],
+        [title.model_copy(update={"value": "Great mugs"}), agree, size],
+        [agree, size],
+    ]
+    steps = [
+        step(
+            i,
+            None if i == 0 else f"act{i}",
+            "/products/5",
+            "Mug",
+            [tab("T1", "/products/5", "Mug", "<p>x</p>", form_state=s)],
+        )
+        for i, s in enumerate(states)
+    ]
+    steps.append(step(4, "goto", "/help", "Help", [tab("T1", "/help", "Help", "<p>x</p>")]))
+    return Session(header=new_header(instance_id="forms"), steps=tuple(steps), end=None, complete=False)
+
+
+def test_diff_says_what_was_typed_checked_selected_and_cleared() -> None:
+    session = form_session()
+    assert [f.text for f in diff(session, 0, 1).forms] == [
+        "typed 'Great mug' into input#title",
+        "checked input[name=agree]",
+    ]
+    assert [f.text for f in diff(session, 1, 2).forms] == [
+        "typed 'Great mugs' into input#title (was 'Great mug')",
+        "selected 'Large' in shadow root > select#size",
+    ]
+    assert [f.text for f in diff(session, 2, 3).forms] == [
+        "input#title back to its default (was 'Great mugs')"
+    ]
+    assert diff(session, 3, 4).forms == ()  # another page: its form holds nothing typed
+    assert not diff(session, 0, 1).is_empty and diff(session, 0, 1).text_diff == ()
+
+
+def test_password_values_are_shown_as_the_page_showed_them() -> None:
+    secret = FormControlState(path=[1], tag="input", type="password", name="pw", value="hunter22")
+    assert form_row("T1", secret).text == "typed '••••••••' into input[name=pw]"

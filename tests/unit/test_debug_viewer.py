@@ -8,6 +8,7 @@ import orjson
 
 from cdp_integration.debug.viewer import CSP, collect_resources, episode_data, inert_html, render_viewer
 from cdp_integration.session import Session, TabState
+from cdp_integration.session.models import FormControlState
 from tests.unit.test_debug_diff import ACCOUNT_HTML, LOGIN_HTML, ORIGIN, make_session
 
 PAGE = """<!DOCTYPE html><html><head><base href="http://evil.test/"><meta http-equiv="refresh" content="0;url=/x">
@@ -106,3 +107,54 @@ def test_captured_text_cannot_end_the_data_script() -> None:
     data = page.split('<script type="application/json" id="episode-data">', 1)[1].split("</script>", 1)[0]
     assert orjson.loads(data)["steps"][0]["title"] == hostile
     assert "__EPISODE_DATA__" not in page and "__CSP__" not in page
+
+
+FORM_PAGE = (
+    '<html><head></head><body><form><input id="title" name="title" value="default">'
+    '<textarea name="body">default &amp; text</textarea><input type="checkbox" id="agree" checked>'
+    '<select id="sizes" multiple><optgroup label="small"><option selected>S</option></optgroup><option>M</option>'
+    '<option>L</option></select><input type="password" name="pw"><noscript><input id="not-an-element"></noscript>'
+    '<template><input id="inert"></template><input id="renamed"></form>'
+    '<div id="host"><template shadowrootmode="open"><p>in shadow</p><input id="inner"></template></div>'
+    "</body></html>"
+)
+
+
+def test_the_rendered_copy_shows_what_was_typed_checked_and_selected() -> None:
+    def control(path: list[int], tag: str, **fields: object) -> FormControlState:
+        return FormControlState(path=path, tag=tag, **fields)  # type: ignore[arg-type]
+
+    typed = [
+        control([4], "input", type="text", name="title", id="title", value='Typed "title"'),
+        control([5], "textarea", name="body", value="line 1\n<b>line 2</b>"),
+        control([6], "input", type="checkbox", id="agree", checked=False),
+        control([7], "select", id="sizes", selected=[1, 2], selected_text=["M", "L"]),
+        control([12], "input", type="password", name="pw", value="hunter22"),
+        control([15], "input", type="text", id="renamed-live", value="not shown: another element here"),
+        control([16, 1], "input", type="text", id="inner", value="in the shadow root"),
+        control(
+            [2], "input", type="text", id="framed", frame="http://x/frame", value="frames are not rendered"
+        ),
+    ]
+    page = inert_html(FORM_PAGE, ORIGIN, form_state=typed).html
+    assert '<input id="title" name="title" value="Typed &quot;title&quot;" data-cdp-form>' in page
+    assert '<textarea name="body" data-cdp-form>line 1\n&lt;b&gt;line 2&lt;/b&gt;</textarea>' in page
+    assert '<input type="checkbox" id="agree" data-cdp-form>' in page
+    assert "<option>S</option></optgroup><option selected>M</option><option selected>L</option>" in page
+    assert (
+        '<input type="password" name="pw" value="••••••••" data-cdp-form>' in page and "hunter22" not in page
+    )
+    assert '<input id="renamed">' in page and "another element" not in page
+    assert '<input id="inner" value="in the shadow root" data-cdp-form>' in page
+    assert "frames are not rendered" not in page and "[data-cdp-form]{outline" in page
+    assert inert_html(FORM_PAGE, ORIGIN).html.count("data-cdp-form") == 0
+
+
+def test_episode_data_lists_the_form_state_and_its_changes() -> None:
+    from tests.unit.test_debug_diff import form_session
+
+    steps = episode_data(form_session())["steps"]
+    assert steps[1]["form"] == ["typed 'Great mug' into input#title", "checked input[name=agree]"]
+    assert steps[1]["changes"]["forms"] == steps[1]["form"]
+    assert steps[3]["changes"]["forms"] == ["input#title back to its default (was 'Great mugs')"]
+    assert steps[4]["form"] == [] and steps[4]["changes"]["forms"] == []

@@ -23,6 +23,7 @@ from cdp_integration.session import (
     new_header,
     session_json_schema,
 )
+from cdp_integration.session.models import FormControlState
 
 BIG_HTML = "<html><body>" + "<p>unchanged paragraph</p>" * 2000 + "</body></html>"
 
@@ -165,3 +166,27 @@ def test_committed_schema_matches_the_models() -> None:
     assert orjson.loads(committed.read_bytes()) == session_json_schema(), (
         "regenerate with: .venv/bin/cdp-session schema -o docs/session.schema.json"
     )
+
+
+def test_form_state_round_trips_and_older_tabs_have_none(tmp_path: Path) -> None:
+    typed = [
+        FormControlState(path=[3], tag="input", type="text", name="title", id="title", value="Typed"),
+        FormControlState(path=[7, 2], tag="input", type="checkbox", id="agree", checked=True),
+        FormControlState(
+            path=[9, 4],
+            tag="select",
+            name="size",
+            frame="http://127.0.0.1/f",
+            selected=[0, 2],
+            selected_text=["S", "L"],
+        ),
+    ]
+    step = make_step(0)
+    step = step.model_copy(update={"tabs": [step.tabs[0].model_copy(update={"form_state": typed})]})
+    writer = SessionWriter(tmp_path / "f.partial", new_header(instance_id="forms"))
+    writer.write_step(step)
+    path = writer.finish(SessionEnd(ended=2.0), tmp_path / "f.session.jsonl.gz")
+    loaded = load_session(path)
+    assert loaded.header.format_version == FORMAT_VERSION == 3
+    assert loaded.steps[0] == step and loaded.steps[0].tabs[0].form_state == typed
+    assert TabState(tab_id="T", url="about:blank", title="", active=True).form_state == []
