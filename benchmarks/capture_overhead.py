@@ -16,7 +16,7 @@ Everything runs in one process against an in-process ``DemoSite``:
    attaching in ``CAPTURE_PATHS`` (a plain Playwright page; another attach path adds a row there):
    wall time of ``capture_state_snapshot`` (capture + serialize + compress + write) and the logger's
    own ``capture_ms`` (which stops before the write). Default options: no DOMSnapshot of its own,
-   stylesheets, frames and CSSOM rules read; plus one row with ``own_dom_snapshot=True`` for scale.
+   stylesheets, frames, CSSOM rules and form state read; plus one row with ``own_dom_snapshot=True`` for scale.
 4. Stored bytes per step of the logged demo episodes and 10k-page episodes (growth of ``*.partial``).
 5. Offline scoring of a reconstructed program_html answer (a question the live run never asked,
    answered from the captured page in the sandboxed Chromium, which stays up between sessions).
@@ -444,6 +444,7 @@ def stage_profile(pw: Any, base_url: str, path: str, repeats: int) -> list[tuple
             timed(
                 "cssom_styles (isolated world)", lambda tree=tree: state.read_cssom_styles(cdp, tree, worlds)
             )
+            timed("form_state (isolated world)", lambda tree=tree: state.read_form_state(cdp, tree, worlds))
 
             def bodies(types: tuple[str, ...], tree: dict[str, Any] = tree) -> int:
                 total = 0
