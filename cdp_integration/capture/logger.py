@@ -70,7 +70,8 @@ class CDPSessionLogger:
     per-step snapshot of the active tab instead of taking a second), ``own_dom_snapshot`` (take
     Chromium's DOMSnapshot for tabs with no observation snapshot; off by default: ~0.5 s on a
     15,000-node page, and replay answers ``DOMSnapshot.captureSnapshot`` from the captured page
-    without it; on when ``redact`` is set, since typed passwords are found in it), ``page_resources`` (CDP resource types whose bodies are stored once per URL so
+    without it; on when ``redact`` is set without ``form_state``, since typed passwords are found in
+    one or the other), ``page_resources`` (CDP resource types whose bodies are stored once per URL so
     pages render offline: stylesheets by default), ``frames`` (same-origin iframes' documents),
     ``cssom_styles`` (adopted and CSSOM-inserted style rules), ``form_state`` (what was typed, checked
     and selected in form controls, which the HTML lacks), ``screenshot``, ``accessibility_tree``,
@@ -131,10 +132,12 @@ class CDPSessionLogger:
             frame_tree_resources=bool(self.options.page_resources),
         )
         self._traffic = TrafficRecorder(network, self._tracker, bodies=response_bodies)
-        # Redaction learns typed passwords from the snapshot's input values (the HTML lacks them),
-        # so a redacting logger takes one even when ``own_dom_snapshot`` is off.
+        # Redaction learns typed passwords from the form state, or else from the snapshot's input
+        # values (the HTML lacks them): without form state a redacting logger takes a snapshot.
         self._reader = StateReader(
-            self.options, self._tracker, own_dom_snapshot=own_dom_snapshot or self._redactor is not None
+            self.options,
+            self._tracker,
+            own_dom_snapshot=own_dom_snapshot or (self._redactor is not None and not form_state),
         )
         configured = session_dir or os.environ.get("WEBARENA_CDP_SESSION_DIR") or "cdp_sessions"
         self._writer = RecoveringWriter(
