@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urldefrag
 
@@ -201,6 +202,66 @@ def _form_changes(before: Step, after: Step) -> tuple[FormChange, ...]:
     return tuple(changes)
 
 
+class _InputAttributes(HTMLParser):
+    """The ``value`` and ``checked`` attributes of a page's inputs, in document order."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.inputs: list[tuple[tuple[str, str, str, int], str, str | None, bool]] = []
+        self._seen: dict[tuple[str, str, str], int] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag != "input":
+            return
+        values = {name.lower(): value or "" for name, value in attrs}
+        kind = values.get("type", "text").lower()
+        if kind in ("hidden", "submit", "button", "reset", "image", "file"):
+            return
+        identity = (values.get("id", ""), values.get("name", ""), kind)
+        count = self._seen[identity] = self._seen.get(identity, -1) + 1
+        self.inputs.append(((*identity, count), kind, values.get("value"), "checked" in values))
+
+
+def _inputs(markup: str | None) -> dict[tuple[str, str, str, int], tuple[str, str | None, bool]]:
+    parser = _InputAttributes()
+    parser.feed(markup or "")
+    return {key: (kind, value, checked) for key, kind, value, checked in parser.inputs}
+
+
+def _attribute_changes(before: Step, after: Step, known: set[str]) -> list[FormChange]:
+    """Inputs whose ``value``/``checked`` attribute changed on the same page: BrowserGym writes every
+    control's live value into its attributes when it observes the page, so there what was typed is in
+    the HTML rather than in the form state."""
+    old_tabs = {tab.tab_id: tab for tab in before.tabs}
+    changes = []
+    for tab in after.tabs:
+        previous = old_tabs.get(tab.tab_id)
+        if previous is None or urldefrag(previous.url).url != urldefrag(tab.url).url:
+            continue
+        old, new = _inputs(previous.html), _inputs(tab.html)
+        for key, (kind, value, checked) in new.items():
+            if key not in old:
+                continue
+            element_id, name, _, _ = key
+            label = "input" + (f"#{element_id}" if element_id else f"[name={name}]" if name else "")
+            if label in known:
+                continue
+            was_value, was_checked = old[key][1], old[key][2]
+            if kind in ("checkbox", "radio"):
+                if checked != was_checked:
+                    row = FormRow(tab.tab_id, label, "checked" if checked else "unchecked", "")
+                    changes.append(FormChange(tab.tab_id, label, None, row))
+            elif value != was_value:
+
+                def shown(text: str | None, kind: str = kind) -> str:
+                    return repr("•" * len(text or "") if kind == "password" else text or "")
+
+                before_row = FormRow(tab.tab_id, label, "typed", shown(was_value))
+                row = FormRow(tab.tab_id, label, "typed", shown(value))
+                changes.append(FormChange(tab.tab_id, label, before_row if was_value else None, row))
+    return changes
+
+
 def text_lines(step: Step) -> list[str]:
     """The active tab's visible text, line by line (what ``show --text`` prints)."""
     return visible_text(step.html).splitlines()
@@ -220,6 +281,7 @@ def diff(session: Session, a: int, b: int) -> StepDiff:
         lineterm="",
         n=2,
     )
+    forms = _form_changes(before, after)
     return StepDiff(
         a=before.index,
         b=after.index,
@@ -230,5 +292,5 @@ def diff(session: Session, a: int, b: int) -> StepDiff:
         storage=_storage_changes(before, after),
         requests=requests,
         text_diff=tuple(text),
-        forms=_form_changes(before, after),
+        forms=forms + tuple(_attribute_changes(before, after, {f.control for f in forms})),
     )

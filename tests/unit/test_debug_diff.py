@@ -368,3 +368,10 @@ def test_diff_says_what_was_typed_checked_selected_and_cleared() -> None:
 def test_password_values_are_shown_as_the_page_showed_them() -> None:
     secret = FormControlState(path=[1], tag="input", type="password", name="pw", value="hunter22")
     assert form_row("T1", secret).text == "typed '••••••••' into input[name=pw]"
+
+
+def test_typed_values_written_into_attributes_show_as_typed() -> None:
+    """BrowserGym writes each control's live value into its ``value`` attribute when it observes the
+    page: the HTML then changes where the form state does not."""
+    assert [f.text for f in diff(make_session(), 0, 1).forms] == ["typed 'emma' into input[name=username]"]
+    assert diff(make_session(), 1, 2).forms == ()  # another page
