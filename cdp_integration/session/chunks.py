@@ -4,9 +4,11 @@ Consecutive steps of an episode mostly repeat the page: a scroll changes a few a
 15,000-node DOM, yet the whole HTML and DOM snapshot differ by hash. Split into chunks, only the
 chunks that changed are new; the others are references to blobs already written.
 
-- **HTML** (``split_text``): cut after a closing tag whose preceding characters hash to a chosen
-  value (content-defined, so an insertion moves only the cuts around it), at least ``_MIN_TEXT``
-  characters apart. Joined back, the chunks are the original string.
+- **HTML** (``split_text``): cut where a rolling hash of the preceding bytes takes a chosen value
+  (content-defined, so an edit moves only the cuts around it), anywhere in the text: a multi-MB
+  inline ``<script>`` of app data is cut like the markup around it, so a step that changes only
+  the rendered part stores a few chunks, not the script. Joined back, the chunks are the original
+  string.
 - **DOMSnapshot** (``encode_snapshot`` / ``decode_snapshot``): Chromium interns every string in one
   table whose order shifts as soon as one new string appears early (a scroll adds a visibility
   value), which renumbers every node. Encoding replaces each string index by the string itself
@@ -19,10 +21,10 @@ chunks that changed are new; the others are references to blobs already written.
 
 from __future__ import annotations
 
+import hashlib
 import re
-import zlib
 from collections.abc import Callable
-from itertools import accumulate, chain
+from itertools import accumulate, chain, pairwise
 from typing import Any
 
 __all__ = [
@@ -35,11 +37,16 @@ __all__ = [
     "split_text",
 ]
 
-_MIN_TEXT = 8 * 1024
-_MAX_TEXT = 256 * 1024
-_CUT_MASK = 7
-"""About one closing tag in eight past the minimum length ends a chunk."""
-_CLOSING_TAG = re.compile(r"</[A-Za-z][A-Za-z0-9-]*>")
+_MIN_TEXT = 2 * 1024
+"""Bytes (of the UTF-8 text) a chunk has at least, except the last; texts under twice this are one chunk."""
+_MAX_TEXT = 64 * 1024
+"""Bytes after which a chunk ends wherever it is, when the hash picked no cut (a run of one byte)."""
+_HASH_MULTIPLIER = (
+    int.from_bytes(hashlib.blake2b(b"cdp-integration text chunks", digest_size=16).digest()) | 1
+)
+"""Odd 128-bit constant: byte i of text x this (as little-endian integers) mixes bytes i-15..i."""
+_CUT = re.compile(b"\x00[\x00-\x0f]")
+"""Two consecutive hash bytes that end a chunk: 1 position in 4,096, so chunks average ~6 KB."""
 _LIST_ITEMS = 1024
 CHUNKED_MIN = 64
 """Lists of an encoded snapshot up to this long stay inline; longer ones are stored as slices."""
@@ -94,23 +101,37 @@ _LAYOUT_PLAIN = (
 
 
 def split_text(text: str) -> list[str]:
-    """``text`` cut into content-defined chunks (one chunk when it is short)."""
+    """``text`` cut into content-defined chunks (one chunk when it is short).
+
+    The rolling hash is one multiplication: the UTF-8 bytes read as a little-endian integer, times
+    ``_HASH_MULTIPLIER``; byte i of the product is a function of bytes i-15..i plus a carry from
+    below, and a change to the carry shrinks by a factor 256 per byte, so a cut depends on the
+    bytes just before it (an edit moves the cuts within a few bytes of it, and those past the next
+    cut stay). Python's big-integer product, ``to_bytes`` and a ``re`` search for the cut pattern
+    all run in C (measured in the module's tests and ``benchmarks/inline_data_page.py``), where a
+    byte loop in Python would take about a second per MB. Cuts are moved forward to a character
+    boundary, so every chunk is a whole string.
+    """
     if len(text) < 2 * _MIN_TEXT:
         return [text]
-    pieces: list[str] = []
+    data = text.encode("utf-8", "surrogatepass")
+    size = len(data)
+    marks = (int.from_bytes(data, "little") * _HASH_MULTIPLIER).to_bytes(size + 16, "little")
+    cuts = [0]
     start = 0
-    while True:
-        cut = -1
-        for match in _CLOSING_TAG.finditer(text, start + _MIN_TEXT):
-            end = match.end()
-            if end - start >= _MAX_TEXT or zlib.crc32(text[end - 24 : end].encode()) & _CUT_MASK == 0:
-                cut = end
-                break
-        if cut < 0 or len(text) - cut < _MIN_TEXT:
-            pieces.append(text[start:])
-            return pieces
-        pieces.append(text[start:cut])
+    while size - start >= 2 * _MIN_TEXT:
+        found = _CUT.search(marks, start + _MIN_TEXT - 2, start + _MAX_TEXT)
+        cut = found.end() if found else start + _MAX_TEXT
+        while cut < size and data[cut] & 0xC0 == 0x80:  # a UTF-8 continuation byte
+            cut += 1
+        if size - cut < _MIN_TEXT:
+            break
+        cuts.append(cut)
         start = cut
+    cuts.append(size)
+    if size == len(text):  # ASCII: byte offsets are character offsets
+        return [text[a:b] for a, b in pairwise(cuts)]
+    return [data[a:b].decode("utf-8", "surrogatepass") for a, b in pairwise(cuts)]
 
 
 def split_list(items: list[Any]) -> list[list[Any]]:
@@ -137,8 +158,14 @@ def _encode(snapshot: dict[str, Any], lists: _StringLists) -> dict[str, Any] | N
         return None
     if not isinstance(documents, list):
         return None
+    # One table for every document (a snapshot may hold thousands of frames' documents over one
+    # string table; building it per document made encoding documents x strings). A mapping, not
+    # the list: an index past the table or below -1 (no string) is a KeyError instead of a
+    # negative list index reading a string from the end.
+    table: dict[int, str | None] = dict(enumerate(strings))
+    table[-1] = None
     try:
-        return {"documents": [_encode_document(document, strings, lists) for document in documents]}
+        return {"documents": [_encode_document(document, table, lists) for document in documents]}
     except (LookupError, TypeError, ValueError):
         return None
 
@@ -225,7 +252,7 @@ def _cut(items: tuple[Any, ...], lengths: tuple[int, ...]) -> list[list[Any]]:
     return [list(items[start:end]) for start, end in zip([0, *ends], ends, strict=False)]
 
 
-def _encode_document(document: Any, strings: list[str], lists: _StringLists) -> dict[str, Any]:
+def _encode_document(document: Any, table: dict[int, str | None], lists: _StringLists) -> dict[str, Any]:
     nodes, layout = document.get("nodes", {}), document.get("layout", {})
     if not _known(document, _DOCUMENT_STRINGS, _DOCUMENT_PLAIN, ("nodes", "layout")):
         raise ValueError("unknown document field")
@@ -234,10 +261,6 @@ def _encode_document(document: Any, strings: list[str], lists: _StringLists) -> 
     if not _known(layout, _LAYOUT_STRING_LISTS, _LAYOUT_STRING_LIST_LISTS, _LAYOUT_PLAIN):
         raise ValueError("unknown layout field")
 
-    # A mapping, not the list: an index past the table or below -1 (no string) is a KeyError
-    # instead of a negative list index reading a string from the end.
-    table: dict[int, str | None] = dict(enumerate(strings))
-    table[-1] = None
     lookup = table.__getitem__
 
     def one(index: Any) -> str | None:
