@@ -31,6 +31,7 @@ __all__ = [
     "CHUNKED_MIN",
     "CHUNKS_KEY",
     "SnapshotChunker",
+    "cut_text",
     "decode_snapshot",
     "encode_snapshot",
     "split_list",
@@ -101,7 +102,16 @@ _LAYOUT_PLAIN = (
 
 
 def split_text(text: str) -> list[str]:
-    """``text`` cut into content-defined chunks (one chunk when it is short).
+    """``text`` cut into content-defined chunks (one chunk when it is short)."""
+    data, cuts = cut_text(text)
+    if len(data) == len(text):  # ASCII: byte offsets are character offsets
+        return [text[a:b] for a, b in pairwise(cuts)]
+    return [data[a:b].decode("utf-8", "surrogatepass") for a, b in pairwise(cuts)]
+
+
+def cut_text(text: str) -> tuple[bytes, list[int]]:
+    """The UTF-8 bytes of ``text`` and where ``split_text`` cuts them: byte offsets from 0 to the
+    end, each on a character boundary (a writer hashes the byte slices without encoding again).
 
     The rolling hash is one multiplication: the UTF-8 bytes read as a little-endian integer, times
     ``_HASH_MULTIPLIER``; byte i of the product is a function of bytes i-15..i plus a carry from
@@ -109,13 +119,12 @@ def split_text(text: str) -> list[str]:
     bytes just before it (an edit moves the cuts within a few bytes of it, and those past the next
     cut stay). Python's big-integer product, ``to_bytes`` and a ``re`` search for the cut pattern
     all run in C (measured in the module's tests and ``benchmarks/inline_data_page.py``), where a
-    byte loop in Python would take about a second per MB. Cuts are moved forward to a character
-    boundary, so every chunk is a whole string.
+    byte loop in Python would take about a second per MB.
     """
-    if len(text) < 2 * _MIN_TEXT:
-        return [text]
     data = text.encode("utf-8", "surrogatepass")
     size = len(data)
+    if len(text) < 2 * _MIN_TEXT:
+        return data, [0, size]
     marks = (int.from_bytes(data, "little") * _HASH_MULTIPLIER).to_bytes(size + 16, "little")
     cuts = [0]
     start = 0
@@ -129,9 +138,7 @@ def split_text(text: str) -> list[str]:
         cuts.append(cut)
         start = cut
     cuts.append(size)
-    if size == len(text):  # ASCII: byte offsets are character offsets
-        return [text[a:b] for a, b in pairwise(cuts)]
-    return [data[a:b].decode("utf-8", "surrogatepass") for a, b in pairwise(cuts)]
+    return data, cuts
 
 
 def split_list(items: list[Any]) -> list[list[Any]]:
