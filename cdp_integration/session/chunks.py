@@ -49,6 +49,9 @@ _HASH_MULTIPLIER = (
 _CUT = re.compile(b"\x00[\x00-\x0f]")
 """Two consecutive hash bytes that end a chunk: 1 position in 4,096, so chunks average ~6 KB."""
 _LIST_ITEMS = 1024
+_LONG_STRING = 16 * 1024
+"""A string this long in a node-value or layout-text list is a slice of its own (its neighbours change
+more often than it does: a page's inline data beside the text nodes the page renders)."""
 CHUNKED_MIN = 64
 """Lists of an encoded snapshot up to this long stay inline; longer ones are stored as slices."""
 CHUNKS_KEY = "$chunks"
@@ -199,8 +202,10 @@ class SnapshotChunker(_StringLists):
     ~45,000 per-node lists of an encoded 15,000-node snapshot costs more than the rest of the write,
     and a step mostly repeats the slices of the steps before it. Slices of recent snapshots are
     remembered (by content, with their blob id; at most ``_MEMO_SLICES``), so those are neither
-    built nor serialized again. The result is the same as encoding, then cutting every long list
-    into ``split_list`` slices and storing each: same value, same blob ids.
+    built nor serialized again. The result joins into the same value as encoding (and the reader
+    joins slices of any length): the string lists are cut every ``_LIST_ITEMS`` items, and a
+    string over ``_LONG_STRING`` is cut out as a slice of its own, so a multi-MB script text is
+    stored once however often the text nodes around it change.
     """
 
     _MEMO_SLICES = 512
@@ -209,9 +214,12 @@ class SnapshotChunker(_StringLists):
     def __init__(self, store: Callable[[list[Any]], str]) -> None:
         self._store = store
         self._memo: dict[tuple[Any, ...], str] = {}
+        self._long: frozenset[int] = frozenset()
+        """String indexes of the snapshot being chunked whose strings are over ``_LONG_STRING``."""
 
     def chunk(self, snapshot: dict[str, Any]) -> dict[str, Any] | None:
         """The ``dom`` blob value of ``snapshot``; None if its shape is not known or it is small."""
+        self._long = _long_strings(snapshot.get("strings"))
         encoded = _encode(snapshot, self)
         if encoded is None:
             return None
@@ -231,8 +239,11 @@ class SnapshotChunker(_StringLists):
             return super().flat(indexes, lookup)
         ids = []
         for start in range(0, len(indexes), _LIST_ITEMS):
-            key = tuple(map(lookup, indexes[start : start + _LIST_ITEMS]))
-            ids.append(self._memo.get(key) or self._stored(key, list(key)))
+            part = indexes[start : start + _LIST_ITEMS]
+            pieces = [part] if self._long.isdisjoint(part) else _isolated(part, self._long)
+            for piece in pieces:
+                key = tuple(map(lookup, piece))
+                ids.append(self._memo.get(key) or self._stored(key, list(key)))
         return {CHUNKS_KEY: ids}
 
     def nested(self, lists: list[list[int]], lookup: Callable[[int], str | None]) -> Any:
@@ -252,6 +263,34 @@ class SnapshotChunker(_StringLists):
             self._memo.clear()
         blob_id = self._memo[key] = self._store(value)
         return blob_id
+
+
+def _long_strings(strings: Any) -> frozenset[int]:
+    """Indexes of the strings over ``_LONG_STRING`` (an inline ``<script>`` of app data)."""
+    if not isinstance(strings, list) or not strings:
+        return frozenset()
+    try:
+        lengths = list(map(len, strings))
+    except TypeError:  # not a table of strings: encoding refuses it
+        return frozenset()
+    if max(lengths) <= _LONG_STRING:
+        return frozenset()
+    return frozenset(index for index, length in enumerate(lengths) if length > _LONG_STRING)
+
+
+def _isolated(part: list[int], long: frozenset[int]) -> list[list[int]]:
+    """``part`` cut so that each index of a long string is a slice of its own."""
+    pieces: list[list[int]] = []
+    begin = 0
+    for position, index in enumerate(part):
+        if index in long:
+            if begin < position:
+                pieces.append(part[begin:position])
+            pieces.append(part[position : position + 1])
+            begin = position + 1
+    if begin < len(part):
+        pieces.append(part[begin:])
+    return pieces
 
 
 def _cut(items: tuple[Any, ...], lengths: tuple[int, ...]) -> list[list[Any]]:
