@@ -17,6 +17,9 @@ Two ways of cutting the HTML into chunks run alternately, R rounds each, in one 
 - ``closing tags``: the previous ``split_text`` (cuts only after closing tags), kept here as the
   reference: its one chunk holding the whole inline script changes whenever the rendered part does.
 
+Then the same clicks as BrowserGym actions with the logger attached to the env (``--browsergym-steps``):
+the step also stores BrowserGym's own DOMSnapshot, whose ``nodeValue`` strings hold the script text.
+
 Printed: stored bytes per changed step (growth of the ``*.partial`` file, compressed) as % of the
 page's HTML and of the first capture's stored bytes; capture p50 (``capture_state_snapshot`` wall
 time, which includes the write, and the logger's own ``capture_ms``); then a stage profile of one
@@ -28,7 +31,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
+import logging
 import os
 import re
 import shutil
@@ -37,6 +42,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -51,7 +57,7 @@ from cdp_integration import environment
 from cdp_integration.capture import state
 from cdp_integration.capture.logger import CDPSessionLogger
 from cdp_integration.session import store
-from cdp_integration.session.chunks import split_text
+from cdp_integration.session.chunks import cut_text, split_text
 from cdp_integration.session.store import SessionWriter, new_header
 
 TARGET_STORED_PCT = 5.0
@@ -168,9 +174,15 @@ def closing_tag_split(text: str) -> list[str]:
         start = cut
 
 
-SPLITTERS: dict[str, Callable[[str], list[str]]] = {
-    "rolling hash": split_text,
-    "closing tags": closing_tag_split,
+def closing_tag_cuts(text: str) -> tuple[bytes, list[int]]:
+    """``closing_tag_split`` in the shape of ``chunks.cut_text`` (what the session writer calls)."""
+    pieces = [piece.encode("utf-8", "surrogatepass") for piece in closing_tag_split(text)]
+    return b"".join(pieces), [0, *itertools.accumulate(map(len, pieces))]
+
+
+SPLITTERS: dict[str, Callable[[str], tuple[bytes, list[int]]]] = {
+    "rolling hash": cut_text,
+    "closing tags": closing_tag_cuts,
 }
 
 
@@ -227,14 +239,14 @@ def chromium_page(pw: Any) -> Iterator[Any]:
 
 
 @contextlib.contextmanager
-def splitter(split: Callable[[str], list[str]]) -> Iterator[None]:
-    """The session writer cutting HTML with ``split`` (the store module's own name is swapped)."""
-    previous = store.split_text
-    store.split_text = split  # type: ignore[assignment]
+def splitter(cut: Callable[[str], tuple[bytes, list[int]]]) -> Iterator[None]:
+    """The session writer cutting HTML with ``cut`` (the store module's own name is swapped)."""
+    previous = store.cut_text
+    store.cut_text = cut
     try:
         yield
     finally:
-        store.split_text = previous  # type: ignore[assignment]
+        store.cut_text = previous
 
 
 def episode(pw: Any, url: str, steps: int, root: Path, label: str, out: Run) -> None:
@@ -270,6 +282,62 @@ def episode(pw: Any, url: str, steps: int, root: Path, label: str, out: Run) -> 
                 out.capture_ms.append(step.capture_ms)
         logger.save_session(label)
         logger.detach()
+
+
+def browsergym_episode(url: str, steps: int, root: Path, out: Run) -> None:
+    """The same clicks as BrowserGym actions, the logger attached to the env (``auto_capture``): the
+    step also stores BrowserGym's own DOMSnapshot of the page, whose script text is one string."""
+    import browsergym.core  # noqa: F401 - registers browsergym/openended
+    import gymnasium as gym
+
+    env = gym.make(
+        "browsergym/openended",
+        task_kwargs={"start_url": url},
+        headless=True,
+        slow_mo=0,
+        wait_for_user_message=False,
+    )
+    logger = CDPSessionLogger(root / "browsergym", instance_id="browsergym")
+    capture = logger.capture_state_snapshot
+    timing: list[tuple[float, float]] = []
+
+    def timed_capture(*args: Any, **kwargs: Any) -> Any:
+        cpu = tree_cpu_ms()
+        started = time.perf_counter()
+        try:
+            return capture(*args, **kwargs)
+        finally:
+            timing.append(((time.perf_counter() - started) * 1000, tree_cpu_ms() - cpu))
+
+    logger.capture_state_snapshot = timed_capture  # type: ignore[method-assign]
+    try:
+        logger.attach_to_browsergym_env(env, auto_capture=True)
+        env.reset()
+        page = env.unwrapped.page
+        page.wait_for_selector("#app[data-view='0']")
+        assert logger.partial_path is not None
+        size = logger.partial_path.stat().st_size
+        out.first_bytes.append(size)
+        for index in range(1, steps + 1):
+            bid = page.get_attribute("#next", "bid")
+            timing.clear()
+            env.step(f"click({bid!r})")
+            page.wait_for_selector(f"#app[data-view='{index}']", timeout=5000)
+            new_size = logger.partial_path.stat().st_size
+            out.step_bytes.append(new_size - size)
+            size = new_size
+            if timing:
+                out.wall_ms.append(timing[-1][0])
+                out.cpu_ms.append(timing[-1][1])
+            if logger.last_step is not None:
+                out.capture_ms.append(logger.last_step.capture_ms)
+                out.faults += [f"{f.stage}: {f.error_type}" for f in logger.last_step.faults]
+                if logger.last_step.html:
+                    out.html_bytes = len(logger.last_step.html.encode())
+        logger.save_session("browsergym")
+    finally:
+        logger.detach()
+        env.close()
 
 
 def stage_profile(pw: Any, url: str, repeats: int, root: Path) -> list[tuple[str, list[float], str]]:
@@ -353,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2, help="episodes per way of cutting, alternating")
     parser.add_argument("--mb", type=float, default=2.85, help="inline JSON size in MB")
     parser.add_argument("--profile-repeats", type=int, default=5, help="stage-profile passes (0: none)")
+    parser.add_argument("--browsergym-steps", type=int, default=4, help="steps in BrowserGym (0: none)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     args = parser.parse_args(argv)
     if min(args.steps, args.rounds) < 1 or args.mb <= 0:
@@ -363,6 +432,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  .. {message}", file=sys.stderr, flush=True)
 
     environment.prepare()
+    logging.getLogger("browsergym").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore")
     from playwright.sync_api import sync_playwright
 
     total_started = time.perf_counter()
@@ -372,26 +443,26 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="cdp-bench-inline-"))
     profile: list[tuple[str, list[float], str]] = []
     try:
-        with serve(page_bytes) as base, sync_playwright() as pw:
-            for round_no in range(args.rounds):
-                names = list(SPLITTERS) if round_no % 2 == 0 else list(reversed(SPLITTERS))
-                for name in names:
-                    started = time.perf_counter()
-                    with splitter(SPLITTERS[name]):
-                        episode(
-                            pw,
-                            f"{base}/app",
-                            args.steps,
-                            root,
-                            f"{name.replace(' ', '-')}-r{round_no}",
-                            runs[name],
+        with serve(page_bytes) as base:
+            with sync_playwright() as pw:
+                for round_no in range(args.rounds):
+                    names = list(SPLITTERS) if round_no % 2 == 0 else list(reversed(SPLITTERS))
+                    for name in names:
+                        started = time.perf_counter()
+                        with splitter(SPLITTERS[name]):
+                            label = f"{name.replace(' ', '-')}-r{round_no}"
+                            episode(pw, f"{base}/app", args.steps, root, label, runs[name])
+                        progress(
+                            f"{name} round {round_no}: {args.steps} steps in {time.perf_counter() - started:.1f}s"
                         )
-                    progress(
-                        f"{name} round {round_no}: {args.steps} steps in {time.perf_counter() - started:.1f}s"
-                    )
-            if args.profile_repeats:
-                progress("stage profile")
-                profile = stage_profile(pw, f"{base}/app", args.profile_repeats, root)
+                if args.profile_repeats:
+                    progress("stage profile")
+                    profile = stage_profile(pw, f"{base}/app", args.profile_repeats, root)
+            if args.browsergym_steps:  # BrowserGym starts its own Playwright: after ours has stopped
+                started = time.perf_counter()
+                runs["in BrowserGym"] = Run()
+                browsergym_episode(f"{base}/app", args.browsergym_steps, root, runs["in BrowserGym"])
+                progress(f"BrowserGym: {args.browsergym_steps} steps in {time.perf_counter() - started:.1f}s")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -444,6 +515,11 @@ def main(argv: list[str] | None = None) -> int:
         (f"capture p50 <= {TARGET_CAPTURE_P50_MS:.0f} ms (capture + write)", f"{capture_p50:.1f} ms",
          capture_p50 <= TARGET_CAPTURE_P50_MS),
     ]  # fmt: skip
+    if "in BrowserGym" in runs:
+        gym_run = runs["in BrowserGym"]
+        gym_pct = 100 * mean([float(b) for b in gym_run.step_bytes]) / (gym_run.html_bytes or len(page_bytes))
+        targets.append((f"stored per changed step in BrowserGym (mean) <= {TARGET_STORED_PCT:.0f}% of the page",
+                        f"{gym_pct:.2f}%", gym_pct <= TARGET_STORED_PCT))  # fmt: skip
     print("\n[targets]")
     for label, value, ok in targets:
         print(f"  {'PASS' if ok else 'FAIL'}  {label:66} {value}")
