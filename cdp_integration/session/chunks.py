@@ -4,9 +4,11 @@ Consecutive steps of an episode mostly repeat the page: a scroll changes a few a
 15,000-node DOM, yet the whole HTML and DOM snapshot differ by hash. Split into chunks, only the
 chunks that changed are new; the others are references to blobs already written.
 
-- **HTML** (``split_text``): cut after a closing tag whose preceding characters hash to a chosen
-  value (content-defined, so an insertion moves only the cuts around it), at least ``_MIN_TEXT``
-  characters apart. Joined back, the chunks are the original string.
+- **HTML** (``split_text``): cut where a rolling hash of the preceding bytes takes a chosen value
+  (content-defined, so an edit moves only the cuts around it), anywhere in the text: a multi-MB
+  inline ``<script>`` of app data is cut like the markup around it, so a step that changes only
+  the rendered part stores a few chunks, not the script. Joined back, the chunks are the original
+  string.
 - **DOMSnapshot** (``encode_snapshot`` / ``decode_snapshot``): Chromium interns every string in one
   table whose order shifts as soon as one new string appears early (a scroll adds a visibility
   value), which renumbers every node. Encoding replaces each string index by the string itself
@@ -19,28 +21,37 @@ chunks that changed are new; the others are references to blobs already written.
 
 from __future__ import annotations
 
+import hashlib
 import re
-import zlib
 from collections.abc import Callable
-from itertools import accumulate, chain
+from itertools import accumulate, chain, pairwise
 from typing import Any
 
 __all__ = [
     "CHUNKED_MIN",
     "CHUNKS_KEY",
     "SnapshotChunker",
+    "cut_text",
     "decode_snapshot",
     "encode_snapshot",
     "split_list",
     "split_text",
 ]
 
-_MIN_TEXT = 8 * 1024
-_MAX_TEXT = 256 * 1024
-_CUT_MASK = 7
-"""About one closing tag in eight past the minimum length ends a chunk."""
-_CLOSING_TAG = re.compile(r"</[A-Za-z][A-Za-z0-9-]*>")
+_MIN_TEXT = 2 * 1024
+"""Bytes (of the UTF-8 text) a chunk has at least, except the last; texts under twice this are one chunk."""
+_MAX_TEXT = 64 * 1024
+"""Bytes after which a chunk ends wherever it is, when the hash picked no cut (a run of one byte)."""
+_HASH_MULTIPLIER = (
+    int.from_bytes(hashlib.blake2b(b"cdp-integration text chunks", digest_size=16).digest()) | 1
+)
+"""Odd 128-bit constant: byte i of text x this (as little-endian integers) mixes bytes i-15..i."""
+_CUT = re.compile(b"\x00[\x00-\x0f]")
+"""Two consecutive hash bytes that end a chunk: 1 position in 4,096, so chunks average ~6 KB."""
 _LIST_ITEMS = 1024
+_LONG_STRING = 16 * 1024
+"""A string this long in a node-value or layout-text list is a slice of its own (its neighbours change
+more often than it does: a page's inline data beside the text nodes the page renders)."""
 CHUNKED_MIN = 64
 """Lists of an encoded snapshot up to this long stay inline; longer ones are stored as slices."""
 CHUNKS_KEY = "$chunks"
@@ -95,22 +106,42 @@ _LAYOUT_PLAIN = (
 
 def split_text(text: str) -> list[str]:
     """``text`` cut into content-defined chunks (one chunk when it is short)."""
+    data, cuts = cut_text(text)
+    if len(data) == len(text):  # ASCII: byte offsets are character offsets
+        return [text[a:b] for a, b in pairwise(cuts)]
+    return [data[a:b].decode("utf-8", "surrogatepass") for a, b in pairwise(cuts)]
+
+
+def cut_text(text: str) -> tuple[bytes, list[int]]:
+    """The UTF-8 bytes of ``text`` and where ``split_text`` cuts them: byte offsets from 0 to the
+    end, each on a character boundary (a writer hashes the byte slices without encoding again).
+
+    The rolling hash is one multiplication: the UTF-8 bytes read as a little-endian integer, times
+    ``_HASH_MULTIPLIER``; byte i of the product is a function of bytes i-15..i plus a carry from
+    below, and a change to the carry shrinks by a factor 256 per byte, so a cut depends on the
+    bytes just before it (an edit moves the cuts within a few bytes of it, and those past the next
+    cut stay). Python's big-integer product, ``to_bytes`` and a ``re`` search for the cut pattern
+    all run in C (measured in the module's tests and ``benchmarks/inline_data_page.py``), where a
+    byte loop in Python would take about a second per MB.
+    """
+    data = text.encode("utf-8", "surrogatepass")
+    size = len(data)
     if len(text) < 2 * _MIN_TEXT:
-        return [text]
-    pieces: list[str] = []
+        return data, [0, size]
+    marks = (int.from_bytes(data, "little") * _HASH_MULTIPLIER).to_bytes(size + 16, "little")
+    cuts = [0]
     start = 0
-    while True:
-        cut = -1
-        for match in _CLOSING_TAG.finditer(text, start + _MIN_TEXT):
-            end = match.end()
-            if end - start >= _MAX_TEXT or zlib.crc32(text[end - 24 : end].encode()) & _CUT_MASK == 0:
-                cut = end
-                break
-        if cut < 0 or len(text) - cut < _MIN_TEXT:
-            pieces.append(text[start:])
-            return pieces
-        pieces.append(text[start:cut])
+    while size - start >= 2 * _MIN_TEXT:
+        found = _CUT.search(marks, start + _MIN_TEXT - 2, start + _MAX_TEXT)
+        cut = found.end() if found else start + _MAX_TEXT
+        while cut < size and data[cut] & 0xC0 == 0x80:  # a UTF-8 continuation byte
+            cut += 1
+        if size - cut < _MIN_TEXT:
+            break
+        cuts.append(cut)
         start = cut
+    cuts.append(size)
+    return data, cuts
 
 
 def split_list(items: list[Any]) -> list[list[Any]]:
@@ -137,8 +168,14 @@ def _encode(snapshot: dict[str, Any], lists: _StringLists) -> dict[str, Any] | N
         return None
     if not isinstance(documents, list):
         return None
+    # One table for every document (a snapshot may hold thousands of frames' documents over one
+    # string table; building it per document made encoding documents x strings). A mapping, not
+    # the list: an index past the table or below -1 (no string) is a KeyError instead of a
+    # negative list index reading a string from the end.
+    table: dict[int, str | None] = dict(enumerate(strings))
+    table[-1] = None
     try:
-        return {"documents": [_encode_document(document, strings, lists) for document in documents]}
+        return {"documents": [_encode_document(document, table, lists) for document in documents]}
     except (LookupError, TypeError, ValueError):
         return None
 
@@ -165,8 +202,10 @@ class SnapshotChunker(_StringLists):
     ~45,000 per-node lists of an encoded 15,000-node snapshot costs more than the rest of the write,
     and a step mostly repeats the slices of the steps before it. Slices of recent snapshots are
     remembered (by content, with their blob id; at most ``_MEMO_SLICES``), so those are neither
-    built nor serialized again. The result is the same as encoding, then cutting every long list
-    into ``split_list`` slices and storing each: same value, same blob ids.
+    built nor serialized again. The result joins into the same value as encoding (and the reader
+    joins slices of any length): the string lists are cut every ``_LIST_ITEMS`` items, and a
+    string over ``_LONG_STRING`` is cut out as a slice of its own, so a multi-MB script text is
+    stored once however often the text nodes around it change.
     """
 
     _MEMO_SLICES = 512
@@ -175,9 +214,12 @@ class SnapshotChunker(_StringLists):
     def __init__(self, store: Callable[[list[Any]], str]) -> None:
         self._store = store
         self._memo: dict[tuple[Any, ...], str] = {}
+        self._long: frozenset[int] = frozenset()
+        """String indexes of the snapshot being chunked whose strings are over ``_LONG_STRING``."""
 
     def chunk(self, snapshot: dict[str, Any]) -> dict[str, Any] | None:
         """The ``dom`` blob value of ``snapshot``; None if its shape is not known or it is small."""
+        self._long = _long_strings(snapshot.get("strings"))
         encoded = _encode(snapshot, self)
         if encoded is None:
             return None
@@ -197,8 +239,11 @@ class SnapshotChunker(_StringLists):
             return super().flat(indexes, lookup)
         ids = []
         for start in range(0, len(indexes), _LIST_ITEMS):
-            key = tuple(map(lookup, indexes[start : start + _LIST_ITEMS]))
-            ids.append(self._memo.get(key) or self._stored(key, list(key)))
+            part = indexes[start : start + _LIST_ITEMS]
+            pieces = [part] if self._long.isdisjoint(part) else _isolated(part, self._long)
+            for piece in pieces:
+                key = tuple(map(lookup, piece))
+                ids.append(self._memo.get(key) or self._stored(key, list(key)))
         return {CHUNKS_KEY: ids}
 
     def nested(self, lists: list[list[int]], lookup: Callable[[int], str | None]) -> Any:
@@ -220,12 +265,40 @@ class SnapshotChunker(_StringLists):
         return blob_id
 
 
+def _long_strings(strings: Any) -> frozenset[int]:
+    """Indexes of the strings over ``_LONG_STRING`` (an inline ``<script>`` of app data)."""
+    if not isinstance(strings, list) or not strings:
+        return frozenset()
+    try:
+        lengths = list(map(len, strings))
+    except TypeError:  # not a table of strings: encoding refuses it
+        return frozenset()
+    if max(lengths) <= _LONG_STRING:
+        return frozenset()
+    return frozenset(index for index, length in enumerate(lengths) if length > _LONG_STRING)
+
+
+def _isolated(part: list[int], long: frozenset[int]) -> list[list[int]]:
+    """``part`` cut so that each index of a long string is a slice of its own."""
+    pieces: list[list[int]] = []
+    begin = 0
+    for position, index in enumerate(part):
+        if index in long:
+            if begin < position:
+                pieces.append(part[begin:position])
+            pieces.append(part[position : position + 1])
+            begin = position + 1
+    if begin < len(part):
+        pieces.append(part[begin:])
+    return pieces
+
+
 def _cut(items: tuple[Any, ...], lengths: tuple[int, ...]) -> list[list[Any]]:
     ends = list(accumulate(lengths))
     return [list(items[start:end]) for start, end in zip([0, *ends], ends, strict=False)]
 
 
-def _encode_document(document: Any, strings: list[str], lists: _StringLists) -> dict[str, Any]:
+def _encode_document(document: Any, table: dict[int, str | None], lists: _StringLists) -> dict[str, Any]:
     nodes, layout = document.get("nodes", {}), document.get("layout", {})
     if not _known(document, _DOCUMENT_STRINGS, _DOCUMENT_PLAIN, ("nodes", "layout")):
         raise ValueError("unknown document field")
@@ -234,10 +307,6 @@ def _encode_document(document: Any, strings: list[str], lists: _StringLists) -> 
     if not _known(layout, _LAYOUT_STRING_LISTS, _LAYOUT_STRING_LIST_LISTS, _LAYOUT_PLAIN):
         raise ValueError("unknown layout field")
 
-    # A mapping, not the list: an index past the table or below -1 (no string) is a KeyError
-    # instead of a negative list index reading a string from the end.
-    table: dict[int, str | None] = dict(enumerate(strings))
-    table[-1] = None
     lookup = table.__getitem__
 
     def one(index: Any) -> str | None:

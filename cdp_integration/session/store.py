@@ -30,6 +30,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -38,7 +39,7 @@ import pydantic
 
 from cdp_integration._version import __version__
 from cdp_integration.errors import SessionFormatError, SessionVersionError, StepIndexError
-from cdp_integration.session.chunks import CHUNKS_KEY, SnapshotChunker, decode_snapshot, split_text
+from cdp_integration.session.chunks import CHUNKS_KEY, SnapshotChunker, cut_text, decode_snapshot
 from cdp_integration.session.limits import SessionLimits, check_depth, count_values, open_regular_file
 from cdp_integration.session.models import (
     FORMAT_VERSION,
@@ -143,7 +144,7 @@ class Session:
         return tuple(captured.network)
 
 
-def _digest(data: bytes) -> str:
+def _digest(data: bytes | memoryview) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
@@ -285,9 +286,18 @@ class SessionWriter:
 
     def _chunked(self, value: Any, kind: str) -> dict[str, str]:
         if kind == "html" and isinstance(value, str):
-            pieces = split_text(value)
-            if len(pieces) > 1:
-                return {_BLOB_KEY: self._blob([self._blob(piece) for piece in pieces], "text")}
+            data, cuts = cut_text(value)
+            if len(cuts) > 2:
+                ascii_only = len(data) == len(value)
+                view = memoryview(data)
+                ids = []
+                for start, end in pairwise(cuts):
+                    blob_id = _digest(view[start:end])  # the id _blob gives the piece's string
+                    if blob_id not in self._blobs:
+                        piece = value[start:end] if ascii_only else data[start:end].decode("utf-8")
+                        self._blob(piece)
+                    ids.append(blob_id)
+                return {_BLOB_KEY: self._blob(ids, "text")}
         if kind == "dom_snapshot" and isinstance(value, dict):
             encoded = self._snapshots.chunk(value)
             if encoded is not None:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import copy
 import gzip
 import hashlib
+import time
+from collections.abc import Iterator
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -263,3 +266,173 @@ def test_malformed_chunked_blobs_are_one_line_errors(tmp_path: Path, blob: dict[
     with pytest.raises(SessionFormatError, match=r"line 3: .*(blob|kind)") as caught:
         load_session(path)
     assert "\n" not in str(caught.value)
+
+
+# -- content-defined cuts inside large text -----------------------------------------------------
+
+
+def app_page(rendered: str, data_items: int = 18_000) -> str:
+    """A single-page app's HTML: its data inline in a ``<script>`` (one text node of ~1 MB, no
+    closing tag inside), then the part the app rendered."""
+    records = ",".join(
+        f'{{"id":{i},"sku":"SKU-{i * 7919 % 100_000:05d}","price":{i % 997}.{i % 89:02d},"tags":["t{i % 31}"]}}'
+        for i in range(data_items)
+    )
+    return (
+        f'<html><head><script type="application/json" id="app-data">[{records}]</script></head>'
+        f'<body><div id="app">{rendered}</div></body></html>'
+    )
+
+
+def rendered_part(step: int) -> str:
+    return "".join(f'<li class="row">row {i} of step {step}</li>' for i in range(100))
+
+
+def new_chunks(before: str, after: str) -> list[str]:
+    known = set(split_text(before))
+    return [piece for piece in split_text(after) if piece not in known]
+
+
+def test_big_inline_script_is_cut_inside_and_joins_back() -> None:
+    html = app_page(rendered_part(0))
+    assert len(html) > 1_000_000
+    pieces = split_text(html)
+    assert "".join(pieces) == html
+    script_start, script_end = html.index("<script"), html.index("</script>")
+    cuts = list(accumulate(map(len, pieces)))[:-1]
+    assert sum(script_start < cut < script_end for cut in cuts) > 40  # not only at closing tags
+    assert max(map(len, pieces)) <= 64 * 1024 + 4
+
+
+def test_a_step_that_changes_only_the_rendered_part_stores_a_small_fraction() -> None:
+    before, after = app_page(rendered_part(0)), app_page(rendered_part(1))
+    changed = new_chunks(before, after)
+    assert 0 < sum(map(len, changed)) < len(after) * 0.05
+
+
+@pytest.mark.parametrize("where", [0.1, 0.5, 0.9])
+@pytest.mark.parametrize("edit", ["insert", "delete", "replace"])
+def test_cuts_are_stable_under_a_local_edit(where: float, edit: str) -> None:
+    """An edit anywhere (inside the script data too) changes the chunks around it, not the rest."""
+    html = app_page(rendered_part(0))
+    at = int(len(html) * where)
+    edited = {
+        "insert": html[:at] + '"inserted":1,' + html[at:],
+        "delete": html[:at] + html[at + 40 :],
+        "replace": html[:at] + "X" + html[at + 1 :],
+    }[edit]
+    changed = new_chunks(html, edited)
+    assert 1 <= len(changed) <= 3
+    assert sum(map(len, changed)) < 3 * 64 * 1024
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("a" * 5_000_000, id="5MB-one-byte"),
+        pytest.param("\x00" * 5_000_000, id="5MB-NUL"),
+        pytest.param("".join(chr(0x20 + (i * 7919) % 0x3000) for i in range(300_000)), id="non-ASCII"),
+        pytest.param("é€𝄞" * 200_000 + "\ud800x\udfff", id="astral-and-lone-surrogates"),
+        pytest.param("<b>x</b>" * 600_000, id="many-tiny-pieces"),
+    ],
+)
+def test_worst_case_texts_join_back_within_the_chunk_bounds(text: str) -> None:
+    pieces = split_text(text)
+    assert "".join(pieces) == text
+    sizes = [len(piece.encode("utf-8", "surrogatepass")) for piece in pieces]
+    assert all(size >= 2 * 1024 for size in sizes)
+    assert all(size <= 64 * 1024 + 3 for size in sizes[:-1]) and sizes[-1] < 68 * 1024
+    assert len(pieces) <= len(text.encode("utf-8", "surrogatepass")) // (2 * 1024) + 1
+
+
+def test_short_and_boundary_texts() -> None:
+    assert split_text("") == [""]
+    just_under = "x" * (4 * 1024 - 1)
+    assert split_text(just_under) == [just_under]
+    text = "y" * (4 * 1024 + 7)
+    assert "".join(split_text(text)) == text
+
+
+def test_inline_data_page_written_twice_stores_a_small_fraction(tmp_path: Path) -> None:
+    writer = SessionWriter(tmp_path / "s.partial", new_header())
+    pages = [app_page(rendered_part(index)) for index in range(3)]
+    written = [writer.write_step(step(index, tab(html=page))) for index, page in enumerate(pages)]
+    writer.abort()
+    assert all(later < written[0] * 0.05 for later in written[1:])
+    assert [s.html for s in load_session(writer.partial_path).steps] == pages
+
+
+# -- snapshot encoding is linear in its input ---------------------------------------------------
+
+
+class CountingStrings(list[str]):
+    """A string table that counts how many of its items encoding reads by iteration."""
+
+    reads = 0
+
+    def __iter__(self) -> Iterator[str]:
+        for item in super().__iter__():
+            self.reads += 1
+            yield item
+
+
+@pytest.mark.parametrize("encoder", ["encode_snapshot", "SnapshotChunker"])
+def test_snapshot_encoding_reads_the_string_table_once(encoder: str) -> None:
+    """Many documents over one big table (a page with thousands of frames): the table is indexed
+    once per snapshot, not once per document (which made 20k documents x 100k strings take minutes)."""
+    big = big_snapshot()
+    strings = CountingStrings([*big["strings"], *(f"s{i}" for i in range(2_000))])
+    snapshot = {"documents": [big["documents"][0]] + [{} for _ in range(499)], "strings": strings}
+    encoded = (
+        encode_snapshot(snapshot)
+        if encoder == "encode_snapshot"
+        else SnapshotChunker(Slices()).chunk(snapshot)
+    )
+    assert encoded is not None and len(encoded["documents"]) == 500
+    assert strings.reads <= 3 * len(strings)  # a pass or two per snapshot, never one per document
+
+
+def test_many_empty_documents_over_a_big_table_write_and_redact_fast(tmp_path: Path) -> None:
+    """The hostile shape of issue 20 (20k empty documents x 100k strings), at capture time (the
+    writer) and in ``redact``: seconds, where per-document tables took far over 30 s."""
+    from cdp_integration.session.redact import redact_file
+
+    snapshot = {"documents": [{} for _ in range(20_000)], "strings": [f"s{i}" for i in range(100_000)]}
+    started = time.perf_counter()
+    writer = SessionWriter(tmp_path / "s.partial", new_header())
+    writer.write_step(step(0, tab(snapshot=snapshot)))
+    writer.abort()
+    source = tmp_path / "s.session.jsonl.gz"
+    writer.partial_path.rename(source)
+    redact_file(source, tmp_path / "r.session.jsonl.gz")
+    assert time.perf_counter() - started < 30
+    loaded = load_session(tmp_path / "r.session.jsonl.gz").steps[0].active_tab.dom_snapshot
+    assert loaded is not None and len(loaded["documents"]) == 20_000
+
+
+def snapshot_with_inline_data(step_text: str) -> dict[str, Any]:
+    """``big_snapshot`` whose node 5 is a 1 MB script text and node 6 a text the page renders."""
+    snapshot = big_snapshot()
+    strings = snapshot["strings"]
+    values = snapshot["documents"][0]["nodes"]["nodeValue"]
+    strings.append(app_page("", data_items=18_000))
+    values[5] = len(strings) - 1
+    strings.append(step_text)
+    values[6] = len(strings) - 1
+    return snapshot
+
+
+def test_a_long_string_in_a_snapshot_is_stored_once_while_its_neighbours_change(tmp_path: Path) -> None:
+    """BrowserGym's observation snapshot of an inline-data page: the script's text node sits in the
+    same slice of node values as the text the page re-renders every step."""
+    snapshots = [snapshot_with_inline_data(f"rendered at step {index}") for index in range(3)]
+    assert len(snapshots[0]["strings"][-2]) > 1_000_000
+    writer = SessionWriter(tmp_path / "s.partial", new_header())
+    written = [writer.write_step(step(index, tab(snapshot=s))) for index, s in enumerate(snapshots)]
+    writer.abort()
+    assert all(later < written[0] * 0.05 for later in written[1:])
+    loaded = [s.active_tab.dom_snapshot for s in load_session(writer.partial_path).steps]
+    assert [resolved(s) for s in loaded] == [resolved(s) for s in snapshots]  # type: ignore[arg-type]
+    store = Slices()
+    chunked = SnapshotChunker(store).chunk(snapshots[0])
+    assert joined(chunked, store.stored) == encode_snapshot(snapshots[0])
