@@ -111,7 +111,7 @@ def show(session_path: Path, step: int, view: View | None) -> None:
     session = _load_session(session_path)
     index = _step(session, step, "STEP")
     if view == "json":  # streamed: a step's bodies are never one string
-        stdout = click.get_binary_stream("stdout")
+        stdout = sys.stdout.buffer
         output = BoundedOutput(stdout, SessionLimits.from_env().max_output_bytes, "the step as JSON")
         for piece in step_json(session, index):
             output.write(piece)

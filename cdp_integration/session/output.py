@@ -81,7 +81,7 @@ def iter_json(value: Any, *, indent: bool = True, stream_depth: int = 3, _level:
     is_dict = isinstance(value, dict)
     yield b"{" if is_dict else b"["
     pad = b"\n" + b"  " * (_level + 1) if indent else b""
-    items = value.items() if is_dict else ((None, item) for item in value)
+    items: Any = value.items() if isinstance(value, dict) else ((None, item) for item in value)
     for number, (key, item) in enumerate(items):
         yield (b"," if number else b"") + pad
         if is_dict:

@@ -194,9 +194,10 @@ class _Blobs:
             return
         try:
             if kind == "text":
-                cost = sum(self._chunk_size(chunk_id, str) for chunk_id in _id_list(data))
+                ids = _id_list(data)
+                cost = sum(self._chunk_size(chunk_id, str) for chunk_id in ids)
                 self._build(cost, where)
-                value: Any = "".join(self.values[chunk_id] for chunk_id in data)
+                value: Any = "".join(self.values[chunk_id] for chunk_id in ids)
             elif kind == "dom":
                 if not isinstance(data, dict):
                     raise ValueError("an encoded snapshot is an object")
