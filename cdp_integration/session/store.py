@@ -206,6 +206,8 @@ class _Blobs:
                 value = decode_snapshot(_expand_chunks(data, self.values))
             else:
                 raise ValueError(f"unknown blob kind {str(kind)[:40]!r}")
+        except SessionFormatError:
+            raise
         except (LookupError, TypeError, ValueError) as exc:
             raise SessionFormatError(f"{self.source}: {where}: cannot assemble blob: {exc}") from None
         self.values[blob_id], self.sizes[blob_id] = value, cost
