@@ -110,9 +110,12 @@ def show(session_path: Path, step: int, view: View | None) -> None:
 
     session = _load_session(session_path)
     index = _step(session, step, "STEP")
-    if view == "json":  # streamed: a step's bodies are never one string
-        stdout = sys.stdout.buffer
-        output = BoundedOutput(stdout, SessionLimits.from_env().max_output_bytes, "the step as JSON")
+    if view == "json":  # streamed: a step's bodies are never one string; sized before a byte is printed
+        limit = SessionLimits.from_env().max_output_bytes
+        counted = BoundedOutput(None, limit, "the step as JSON")
+        for piece in step_json(session, index):
+            counted.count(len(piece))
+        output = BoundedOutput(sys.stdout.buffer, limit, "the step as JSON")
         for piece in step_json(session, index):
             output.write(piece)
         output.write(b"\n")

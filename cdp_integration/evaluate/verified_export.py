@@ -130,8 +130,8 @@ def _write_json(path: Path, value: Any, budget: BoundedOutput | None = None) -> 
     whole export's output budget): a HAR of shared bodies is never one multi-GB string."""
     with output_file(path) as output:
         if budget is not None:
-            output.count(budget.written)
             output.limit, output.what = budget.limit, budget.what
+            output.count(budget.written)
         for piece in iter_json(value, stream_depth=3):
             output.write(piece)
         output.write(b"\n")
@@ -159,6 +159,10 @@ def export_verified(
         owners[task_id] = path
     output_dir.mkdir(parents=True, exist_ok=True)
     budget = BoundedOutput(None, SessionLimits.from_env().max_output_bytes, f"the export to {output_dir}")
+    for *_, har, _urls in prepared:  # sized before anything is written: a refusal leaves no half export
+        for piece in iter_json(har, stream_depth=3):
+            budget.count(len(piece))
+    budget.written = 0
     exported = []
     all_urls: list[tuple[str, str]] = []
     for path, task_id, _session, response, har, urls in prepared:

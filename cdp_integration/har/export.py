@@ -18,7 +18,7 @@ from cdp_integration._version import __version__
 from cdp_integration.errors import SessionFormatError
 from cdp_integration.session.limits import SessionLimits
 from cdp_integration.session.models import NetworkExchange
-from cdp_integration.session.output import iter_json, output_file
+from cdp_integration.session.output import BoundedOutput, iter_json, output_file
 from cdp_integration.session.store import Session
 
 __all__ = ["exchange_to_har_entry", "session_har_entries", "session_to_har", "write_har"]
@@ -214,6 +214,10 @@ def write_har(
     Entries share the session's body strings, so only one entry's JSON is in memory at a time.
     """
     document = session_to_har(session, steps=steps, include_evaluator=include_evaluator)
+    limit = (limits or SessionLimits.from_env()).max_output_bytes
+    counted = BoundedOutput(None, limit, f"HAR {path}")
+    for piece in iter_json(document, stream_depth=3):  # sized first: a refusal writes nothing
+        counted.count(len(piece))
     with output_file(path, limits=limits, what=f"HAR {path}") as output:
         for piece in iter_json(document, stream_depth=3):
             output.write(piece)
