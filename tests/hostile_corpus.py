@@ -233,3 +233,15 @@ def mxss_pages(path: Path) -> Path:
     records: list[dict[str, Any]] = [header()]
     records += [step(n, html=f"<html><body>{page}</body></html>") for n, page in enumerate(MXSS)]
     return write(path, [*records, end()])
+
+
+def worst_memory(path: Path, strings: int = 380, dicts: int = 7_800_000) -> Path:
+    """Everything just under the default budgets at once: ~380 distinct 1 MiB strings (expanded
+    bytes) and ~7.8 million empty objects (JSON values) in records under the record size."""
+    records: list[dict[str, Any] | bytes] = [header()]
+    records += [blob(f"s{n}", f"{n:08d}" + "x" * (MiB - 8)) for n in range(strings)]
+    per_record = 2_000_000
+    for n in range(0, dicts, per_record):
+        items = min(per_record, dicts - n)
+        records.append(b'{"type":"blob","id":"o%d","data":[' % n + b"{}," * (items - 1) + b"{}]}")
+    return write(path, [*records, step(0, html="<p>x</p>"), end()], level=1)

@@ -149,14 +149,18 @@ def _digest(data: bytes) -> str:
 
 _LIST_ITEM_BYTES = 8
 """What one item of a list built from chunks costs beyond its JSON text (a pointer)."""
+_VALUE_BYTES = 64
+"""What one parsed JSON value costs at most beyond its text (an empty dict: 64 bytes; a float, an
+int beyond the small ones, a short string: 24-56 bytes, plus the pointer that holds it)."""
 
 
 class _Blobs:
     """The blobs read so far, with what each costs expanded, and the two budgets they count against.
 
-    A blob's *expanded size* is known before it is built: a plain blob's record size (plus a pointer
-    per item of a list), a ``text`` blob's sum of its chunks', a ``dom`` blob's its chunks' (twice:
-    joined, then decoded) plus its own record. ``built`` counts every blob built, once (the reader's
+    A blob's *expanded size* is known before it is built: a plain blob's record size (plus
+    ``_VALUE_BYTES`` per JSON value), a ``text`` blob's sum of its chunks', a ``dom`` blob's own
+    record plus a pointer per item of the lists its chunks join into (twice: joined, then decoded;
+    the items themselves are the chunks', already counted). ``built`` counts every blob built, once (the reader's
     memory: shared values are never copied); ``referenced`` counts a blob's expanded size once per
     step or end record that refers to it (what a consumer walking every step would expand). Chunks
     may only name plain blobs, as the writer writes them: no text made of text, no chunks of chunks.
@@ -168,10 +172,13 @@ class _Blobs:
         self.values: dict[str, Any] = {}
         self.sizes: dict[str, int] = {}
         self.plain: set[str] = set()
+        self.items: dict[str, int] = {}
+        """Plain list blobs: their length (what a list joined from them costs: a pointer per item)."""
         self.built = 0
         self.referenced = 0
 
-    def _build(self, size: int, where: str) -> None:
+    def build(self, size: int, where: str) -> None:
+        """Count ``size`` bytes about to be built; refuse once the session exceeds its budget."""
         self.built += size
         if self.built > self.limits.max_expanded_bytes:
             raise SessionFormatError(
@@ -187,22 +194,23 @@ class _Blobs:
         if blob_id in self.values:
             raise SessionFormatError(f"{self.source}: {where}: blob {blob_id[:40]!r} defined twice")
         if kind is None:
-            cost = size + (_LIST_ITEM_BYTES * len(data) if isinstance(data, list) else 0)
-            self._build(cost, where)
+            cost = size  # the record's text and its values, counted before it was parsed
             self.values[blob_id], self.sizes[blob_id] = data, cost
             self.plain.add(blob_id)
+            if isinstance(data, list):
+                self.items[blob_id] = len(data)
             return
         try:
             if kind == "text":
                 ids = _id_list(data)
                 cost = sum(self._chunk_size(chunk_id, str) for chunk_id in ids)
-                self._build(cost, where)
+                self.build(cost, where)
                 value: Any = "".join(self.values[chunk_id] for chunk_id in ids)
             elif kind == "dom":
                 if not isinstance(data, dict):
                     raise ValueError("an encoded snapshot is an object")
-                cost = size + 2 * self._chunks_size(data)
-                self._build(cost, where)
+                cost = size + 2 * _LIST_ITEM_BYTES * self._chunks_items(data)  # joined, then decoded
+                self.build(cost, where)
                 value = decode_snapshot(_expand_chunks(data, self.values))
             else:
                 raise ValueError(f"unknown blob kind {str(kind)[:40]!r}")
@@ -219,8 +227,8 @@ class _Blobs:
             raise ValueError(f"chunk {chunk_id[:40]!r} is not a {kind.__name__}")
         return self.sizes[chunk_id]
 
-    def _chunks_size(self, value: Any) -> int:
-        """The expanded size of the ``$chunks`` lists in an encoded snapshot (iterative walk)."""
+    def _chunks_items(self, value: Any) -> int:
+        """The items of the ``$chunks`` lists of an encoded snapshot, joined (iterative walk)."""
         total = 0
         stack = [value]
         while stack:
@@ -230,7 +238,9 @@ class _Blobs:
                     if len(item) != 1:
                         raise ValueError("a chunk list has other keys")
                     ids = _id_list(item[CHUNKS_KEY])
-                    total += sum(self._chunk_size(chunk_id, list) for chunk_id in ids)
+                    for chunk_id in ids:
+                        self._chunk_size(chunk_id, list)
+                        total += self.items[chunk_id]
                 else:
                     stack.extend(item.values())
             elif isinstance(item, list):
@@ -500,10 +510,12 @@ def _iter_lines(fd: int, source: str, limits: SessionLimits, complete: list[bool
 
 
 def _iter_records(
-    lines: Iterator[bytes], source: str, limits: SessionLimits, complete: list[bool]
+    lines: Iterator[bytes], blobs: _Blobs, limits: SessionLimits, complete: list[bool]
 ) -> Iterator[tuple[int, dict[str, Any], int]]:
-    """Parsed records with their size in bytes, each bounded in values and depth before or right
-    after parsing."""
+    """Parsed records with what each costs in memory (bytes, plus ``_VALUE_BYTES`` per JSON value),
+    each bounded in values, in that cost (counted as built before it is parsed: every record of a
+    session stays in memory) and, right after parsing, in depth."""
+    source = blobs.source
     failed: SessionFormatError | None = None
     number = 0
     for number, line in enumerate(lines, 1):
@@ -513,6 +525,8 @@ def _iter_records(
             raise SessionFormatError(
                 f"{source}: more than {limits.max_records} records (limit CDP_SESSION_MAX_RECORDS)"
             )
+        cost = len(line) + _VALUE_BYTES * count_values(line)
+        blobs.build(cost, f"line {number}")
         try:
             record = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
@@ -522,7 +536,7 @@ def _iter_records(
             check_depth(record, limits.max_depth, f"{source}: line {number}")
         if not isinstance(record, dict) or "type" not in record:
             raise SessionFormatError(f"{source}: line {number} is not a session record")
-        yield number, record, len(line)
+        yield number, record, cost
     if failed is not None and complete[0]:
         raise failed
 
@@ -609,8 +623,10 @@ def load_session(path: str | os.PathLike[str], *, limits: SessionLimits | None =
             raise SessionFormatError(f"{source}: file is empty")
         complete = [False]
         try:
+            blobs = _Blobs(source, limits)
             return _read_records(
-                _iter_records(_iter_lines(fd, source, limits, complete), source, limits, complete),
+                _iter_records(_iter_lines(fd, source, limits, complete), blobs, limits, complete),
+                blobs,
                 path,
                 source,
                 limits,
@@ -624,13 +640,13 @@ def load_session(path: str | os.PathLike[str], *, limits: SessionLimits | None =
 
 def _read_records(
     records: Iterator[tuple[int, dict[str, Any], int]],
+    blobs: _Blobs,
     path: Path,
     source: str,
     limits: SessionLimits,
     complete: list[bool],
 ) -> Session:
     header: SessionHeader | None = None
-    blobs = _Blobs(source, limits)
     steps: list[Step] = []
     end: SessionEnd | None = None
     for number, record, size in records:

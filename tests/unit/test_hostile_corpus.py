@@ -60,12 +60,23 @@ def test_a_dom_chunk_list_naming_one_blob_thousands_of_times_is_refused(tmp_path
 
 
 def test_a_big_object_shared_by_every_step_stays_one_object(tmp_path: Path) -> None:
+    """400k keys referenced by 80 steps: read once and shared (raised limits), refused at the
+    default referenced budget (4 GB if every step expanded it), in either case cheaply."""
     path = corpus.shared_dict(tmp_path / "a.session.jsonl.gz")
-    session = load_session(path)
+    raised = SessionLimits(max_referenced_bytes=2**40)
+    session = load_session(path, limits=raised)
     snapshots = {id(step.tabs[0].dom_snapshot) for step in session.steps}
     assert len(session.steps) == 80 and len(snapshots) == 1  # shared, not copied per step
     del session
-    assert_bounded_success(run_cli_limited("info", path))
+    assert_refused(run_cli_limited("info", path), contains="CDP_SESSION_MAX_REFERENCED_BYTES")
+    run = run_cli_limited("info", path, env={ENV_VARS["max_referenced_bytes"]: str(2**40)})
+    assert_bounded_success(run)
+
+
+@full_only
+def test_every_budget_nearly_full_at_once_is_refused_under_1_gb(tmp_path: Path) -> None:
+    path = corpus.worst_memory(tmp_path / "a.session.jsonl.gz")
+    assert_refused(run_cli_limited("info", path), contains="CDP_SESSION_MAX_EXPANDED_BYTES")
 
 
 def test_redact_keeps_a_page_shared_by_every_step_shared(tmp_path: Path) -> None:
@@ -120,7 +131,14 @@ def test_the_viewer_stores_a_stylesheet_linked_3000_times_once(tmp_path: Path) -
 # -- values, terminal, gzip ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", [("har", "-o", "out.har"), ("export-wabe", "-o", "wabe")])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("har", "-o", "out.har"),
+        ("export-wabe", "-o", "wabe"),
+        pytest.param(("export-verified", "-o", "verified"), marks=full_only),  # ~20 s of imports here
+    ],
+)
 def test_a_timestamp_no_date_can_hold_is_one_line(tmp_path: Path, command: tuple[str, ...]) -> None:
     path = corpus.huge_timestamp(tmp_path / "a.session.jsonl.gz")
     run = run_cli_limited(command[0], path, *command[1:])
