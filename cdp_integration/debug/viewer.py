@@ -488,12 +488,15 @@ def episode_data(session: Session, *, limits: SessionLimits | None = None) -> di
 
 
 def _viewer_pieces(session: Session, limits: SessionLimits | None) -> Iterator[bytes]:
+    yield from _pieces(episode_data(session, limits=limits), session)
+
+
+def _pieces(data: dict[str, Any], session: Session) -> Iterator[bytes]:
     template = files(__package__).joinpath("viewer.html").read_text(encoding="utf-8")
     title = html.escape(f"{session.instance_id or 'session'} · episode viewer")
     head, _, tail = (
         template.replace("__CSP__", _VIEWER_CSP).replace("__TITLE__", title).partition("__EPISODE_DATA__")
     )
-    data = episode_data(session, limits=limits)
     yield head.encode()
     # "<" is escaped so no captured string can end the <script> element the JSON sits in.
     for piece in iter_json(data, indent=False, stream_depth=2):
@@ -514,10 +517,15 @@ def render_viewer(session: Session, *, limits: SessionLimits | None = None) -> s
 
 
 def write_viewer(session: Session, output: Path, *, limits: SessionLimits | None = None) -> Path:
-    """Write the viewer to ``output`` piece by piece, within the output budget (``OutputLimitError``
-    and no file when it would exceed it)."""
+    """Write the viewer to ``output`` piece by piece, sized first within the output budget
+    (``OutputLimitError`` and nothing written when it would exceed it)."""
+    data = episode_data(session, limits=limits)
+    limit = (limits or SessionLimits.from_env()).max_output_bytes
+    counted = BoundedOutput(None, limit, f"the viewer {output}")
+    for piece in _pieces(data, session):
+        counted.count(len(piece))
     output.parent.mkdir(parents=True, exist_ok=True)
     with output_file(output, limits=limits, what=f"the viewer {output}") as stream:
-        for piece in _viewer_pieces(session, limits):
+        for piece in _pieces(data, session):
             stream.write(piece)
     return output
