@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from cdp_integration.errors import CDPIntegrationError, one_line_error
+from cdp_integration.errors import CDPIntegrationError, escape_controls, one_line_error
 
 if TYPE_CHECKING:
     from cdp_integration.session.store import Session
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["cli", "main"]
 
 
-_INPUT_ERRORS = (CDPIntegrationError, OSError, RecursionError, MemoryError, ValueError)
+_INPUT_ERRORS = (CDPIntegrationError, OSError, RecursionError, MemoryError, ValueError, ArithmeticError)
 """What bad input (a hostile or broken file, an unwritable output) can raise: one line, exit 2."""
 
 
@@ -131,6 +131,11 @@ def _parse_steps(value: str | None, session: Session) -> range | None:
     return range(*slice(start, stop).indices(count))
 
 
+def _echo(text: str) -> None:
+    """Human-readable output with the session's control characters escaped (ESC, OSC 52, ...)."""
+    click.echo(escape_controls(text))
+
+
 def _truncate(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
@@ -150,28 +155,28 @@ def info(session_path: Path) -> None:
     session = load_session(session_path)
     header = session.header
     state = "finished" if session.complete else "partial (episode did not finish saving)"
-    click.echo(f"session   {session_path}  ({session_path.stat().st_size:,} bytes, {state})")
-    click.echo(
+    _echo(f"session   {session_path}  ({session_path.stat().st_size:,} bytes, {state})")
+    _echo(
         f"instance  {session.instance_id or '-'}   format {header.format_version}   "
         f"{header.browser_version or 'browser ?'}"
     )
     if header.task.get("goal"):
-        click.echo(f"goal      {_truncate(str(header.task['goal']).replace(chr(10), ' '), 100)}")
-    click.echo(f"{'step':>4}  {'trigger':<28} {'url':<44} {'title':<22} {'reqs':>4} {'ms':>7}  errors")
+        _echo(f"goal      {_truncate(str(header.task['goal']).replace(chr(10), ' '), 100)}")
+    _echo(f"{'step':>4}  {'trigger':<28} {'url':<44} {'title':<22} {'reqs':>4} {'ms':>7}  errors")
     for step in session.steps:
         trigger = step.action or step.trigger
         errors = "; ".join(f"{f.stage}: {f.error_type}" for f in step.faults) or "-"
-        click.echo(
+        _echo(
             f"{step.index:>4}  {_truncate(trigger, 28):<28} {_truncate(step.url, 44):<44} "
             f"{_truncate(step.title, 22):<22} {len(step.network):>4} {step.capture_ms:>7.1f}  {errors}"
         )
     if session.end is not None:
         answer = session.end.final_answer
-        click.echo(f"answer    {_truncate(answer, 100) if answer else '-'}")
+        _echo(f"answer    {_truncate(answer, 100) if answer else '-'}")
         if session.end.rewards:
-            click.echo(f"rewards   {', '.join(f'{r:g}' for r in session.end.rewards)}")
+            _echo(f"rewards   {', '.join(f'{r:g}' for r in session.end.rewards)}")
         for fault in session.end.faults:
-            click.echo(f"end fault {fault.stage}: {fault.error_type}: {_truncate(fault.message, 80)}")
+            _echo(f"end fault {fault.stage}: {fault.error_type}: {_truncate(fault.message, 80)}")
 
 
 @cli.command()
@@ -181,17 +186,14 @@ def info(session_path: Path) -> None:
 @click.option("--include-evaluator", is_flag=True, help="Keep the live evaluator's own tabs' traffic.")
 def har(session_path: Path, output: Path, steps_text: str | None, include_evaluator: bool) -> None:
     """Export SESSION's network traffic as HAR 1.2 (each entry tagged with its step)."""
-    import orjson
-
-    from cdp_integration.har.export import session_to_har
+    from cdp_integration.har.export import write_har
     from cdp_integration.session.store import load_session
 
     session = load_session(session_path)
-    document = session_to_har(
-        session, steps=_parse_steps(steps_text, session), include_evaluator=include_evaluator
+    count = write_har(
+        session, output, steps=_parse_steps(steps_text, session), include_evaluator=include_evaluator
     )
-    output.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
-    click.echo(f"wrote {len(document['log']['entries'])} entries to {output}")
+    click.echo(f"wrote {count} entries to {output}")
 
 
 @cli.command("har-show")
@@ -219,7 +221,7 @@ def har_show(har_path: Path, step: int | None) -> None:
         for entry in load_har(har_path)
         if step is None or entry.step == step
     ]
-    click.echo(format_requests(rows, with_step=True))
+    _echo(format_requests(rows, with_step=True))
 
 
 @cli.command()
@@ -380,4 +382,10 @@ def setup() -> None:
 
 
 def main() -> None:
+    if not sys.warnoptions:
+        # A dependency's warnings (a SyntaxWarning while one compiles, a deprecation) are not the
+        # user's to act on and would turn a one-line error into three; -W / PYTHONWARNINGS still work.
+        import warnings
+
+        warnings.simplefilter("ignore")
     cli(prog_name="cdp-session")

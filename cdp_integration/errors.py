@@ -3,6 +3,7 @@
     CDPIntegrationError
     ├── SessionFormatError (ValueError)      a file is not a readable session of this format
     │   └── SessionVersionError              written by a format version we cannot read
+    ├── OutputLimitError (ValueError)        an output would exceed CDP_SESSION_MAX_OUTPUT_BYTES
     ├── CaptureError (RuntimeError)          one capture step failed (recorded, never raised into a step)
     ├── StepIndexError (IndexError)          a session has no step of that number
     ├── ReplayMissError (LookupError)        replay was asked something the session has no answer for
@@ -25,12 +26,14 @@ __all__ = [
     "DemoTaskError",
     "EnvironmentSetupError",
     "EvaluationError",
+    "OutputLimitError",
     "ReconstructedAnswerError",
     "ReplayMissError",
     "SessionFormatError",
     "SessionVersionError",
     "StepIndexError",
     "UntrustedConfigError",
+    "escape_controls",
     "one_line_error",
 ]
 
@@ -49,6 +52,10 @@ class SessionVersionError(SessionFormatError):
 
 class StepIndexError(CDPIntegrationError, IndexError):
     """A session has no step of that number (negative numbers count from the end)."""
+
+
+class OutputLimitError(CDPIntegrationError, ValueError):
+    """A file a command writes (or prints) would exceed the output budget; nothing is left of it."""
 
 
 class CaptureError(CDPIntegrationError, RuntimeError):
@@ -92,5 +99,19 @@ def one_line_error(exc: BaseException) -> str:
         text = str(exc) or type(exc).__name__
         if not isinstance(exc, CDPIntegrationError):
             text = f"{type(exc).__name__}: {text}"
-    text = " ".join(text.split())
+    text = " ".join(escape_controls(text).split())
     return text if len(text) <= 2000 else text[:1999] + "…"
+
+
+_CONTROLS = {code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F)} | {
+    code: f"\\u{code:04x}" for code in (*range(0x80, 0xA0), 0x2028, 0x2029, 0x202E, 0x2066, 0x2067, 0x2068)
+}
+_CONTROLS.pop(0x0A)
+_CONTROLS.pop(0x09)
+
+
+def escape_controls(text: str) -> str:
+    """``text`` safe for a terminal: C0/C1 controls (ESC, OSC's BEL, CR, ...) and bidi overrides
+    written as ``\\xNN`` escapes, so text from a session (a title, a URL) cannot move the cursor,
+    set the window title or write the clipboard (OSC 52). Tabs and newlines are kept."""
+    return text.translate(_CONTROLS)

@@ -60,6 +60,20 @@ def _expire(message: str) -> None:
     os._exit(2)
 
 
+def _echo(text: str) -> None:
+    """Human-readable output: text from the session (titles, URLs, page text) with its control
+    characters escaped, so it cannot drive the terminal (OSC 52 writes the clipboard)."""
+    from cdp_integration.errors import escape_controls
+
+    click.echo(escape_controls(text))
+
+
+def _echo_err(text: str) -> None:
+    from cdp_integration.errors import escape_controls
+
+    click.echo(escape_controls(text), err=True)
+
+
 def _step(session: Session, value: int, name: str) -> int:
     try:
         return session.step_index(value)
@@ -73,7 +87,7 @@ def steps(session_path: Path) -> None:
     """One row per step of SESSION: action, URL, title, document status, requests, capture ms, evaluation, faults."""
     from cdp_integration.debug.render import format_steps
 
-    click.echo(format_steps(_load_session(session_path)))
+    _echo(format_steps(_load_session(session_path)))
 
 
 @click.command(context_settings=_NEGATIVE_NUMBERS)
@@ -91,10 +105,23 @@ def steps(session_path: Path) -> None:
 )
 def show(session_path: Path, step: int, view: View | None) -> None:
     """The state captured at STEP of SESSION (negative STEP counts from the end); a summary by default."""
-    from cdp_integration.debug.render import format_step
+    from cdp_integration.debug.render import format_step, step_json
+    from cdp_integration.session.limits import SessionLimits
+    from cdp_integration.session.output import BoundedOutput
 
     session = _load_session(session_path)
-    click.echo(format_step(session, _step(session, step, "STEP"), view or "summary"))
+    index = _step(session, step, "STEP")
+    if view == "json":  # streamed: a step's bodies are never one string; sized before a byte is printed
+        limit = SessionLimits.from_env().max_output_bytes
+        counted = BoundedOutput(None, limit, "the step as JSON")
+        for piece in step_json(session, index):
+            counted.count(len(piece))
+        output = BoundedOutput(sys.stdout.buffer, limit, "the step as JSON")
+        for piece in step_json(session, index):
+            output.write(piece)
+        output.write(b"\n")
+        return
+    _echo(format_step(session, index, view or "summary"))
 
 
 @click.command("diff", context_settings=_NEGATIVE_NUMBERS)
@@ -107,7 +134,7 @@ def diff_command(session_path: Path, a: int, b: int) -> None:
     from cdp_integration.debug.render import format_diff
 
     session = _load_session(session_path)
-    click.echo(format_diff(diff(session, _step(session, a, "A"), _step(session, b, "B"))))
+    _echo(format_diff(diff(session, _step(session, a, "A"), _step(session, b, "B"))))
 
 
 @click.command()
@@ -195,7 +222,8 @@ def eval_at(session_path: Path, step: int, expression: str, timeout: float) -> N
         try:
             value = page.evaluate(expression)
         except PlaywrightError as exc:
-            click.echo(f"JavaScript error: {exc.message.splitlines()[0] if exc.message else exc}", err=True)
+            line = exc.message.splitlines()[0] if exc.message else str(exc)
+            _echo_err(f"JavaScript error: {line}")
             raise SystemExit(1) from None
     click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2, default=str).decode())
 

@@ -19,7 +19,17 @@ if TYPE_CHECKING:
     from cdp_integration.session.models import Cookie, FormControlState, Step
     from cdp_integration.session.store import Session
 
-__all__ = ["ChangeKind", "CookieChange", "FormChange", "StepDiff", "StorageChange", "TabChange", "diff"]
+__all__ = [
+    "TEXT_DIFF_LINES",
+    "ChangeKind",
+    "CookieChange",
+    "FormChange",
+    "StepDiff",
+    "StorageChange",
+    "TabChange",
+    "diff",
+    "text_diff",
+]
 
 ChangeKind = Literal["added", "changed", "removed"]
 
@@ -267,20 +277,68 @@ def text_lines(step: Step) -> list[str]:
     return visible_text(step.html).splitlines()
 
 
+TEXT_DIFF_LINES = 2000
+"""Changed lines (after the common head and tail) compared line by line, per side; beyond this the
+diff is cut and says so: difflib's matching is quadratic (2 x 40,000 lines took over 30 s)."""
+_CONTEXT = 2
+
+
+def _range(start: int, length: int) -> str:
+    # The "@@ -l,s +l,s @@" numbers, as difflib.unified_diff writes them.
+    first = start + 1 if length else start
+    return str(first) if length == 1 else f"{first},{length}"
+
+
+def text_diff(a: list[str], b: list[str], from_name: str, to_name: str) -> list[str]:
+    """A unified diff of ``a`` and ``b`` (2 lines of context) in time linear in their length plus
+    ``TEXT_DIFF_LINES`` squared: the common head and tail are skipped first, and at most
+    ``TEXT_DIFF_LINES`` changed lines of each side are matched; a last line says what was cut."""
+    head = 0
+    limit = min(len(a), len(b))
+    while head < limit and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < limit - head and a[len(a) - 1 - tail] == b[len(b) - 1 - tail]:
+        tail += 1
+    start = max(0, head - _CONTEXT)
+    a_end, b_end = len(a) - max(0, tail - _CONTEXT), len(b) - max(0, tail - _CONTEXT)
+    a_mid, b_mid = a[start:a_end], b[start:b_end]
+    cut = max(len(a_mid), len(b_mid)) > TEXT_DIFF_LINES + 2 * _CONTEXT
+    if cut:
+        a_mid, b_mid = a_mid[: TEXT_DIFF_LINES + _CONTEXT], b_mid[: TEXT_DIFF_LINES + _CONTEXT]
+    lines: list[str] = []
+    matcher = difflib.SequenceMatcher(None, a_mid, b_mid)
+    for group in matcher.get_grouped_opcodes(_CONTEXT):
+        if not lines:
+            lines += [f"--- {from_name}", f"+++ {to_name}"]
+        first, last = group[0], group[-1]
+        lines.append(
+            f"@@ -{_range(start + first[1], last[2] - first[1])} "
+            f"+{_range(start + first[3], last[4] - first[3])} @@"
+        )
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                lines += [" " + line for line in a_mid[i1:i2]]
+                continue
+            lines += ["-" + line for line in a_mid[i1:i2]]
+            lines += ["+" + line for line in b_mid[j1:j2]]
+    if cut:
+        if not lines:
+            lines += [f"--- {from_name}", f"+++ {to_name}"]
+        lines.append(
+            f"… text diff cut: {a_end - start} and {b_end - start} lines differ, "
+            f"the first {TEXT_DIFF_LINES + _CONTEXT} of each compared"
+        )
+    return lines
+
+
 def diff(session: Session, a: int, b: int) -> StepDiff:
     """What changed from step ``a`` to step ``b`` of ``session`` (negative indices count from the end)."""
     ia, ib = session.step_index(a), session.step_index(b)
     before, after = session.steps[ia], session.steps[ib]
     low, high = sorted((ia, ib))
     requests = tuple(row for i in range(low + 1, high + 1) for row in step_requests(session, i))
-    text = difflib.unified_diff(
-        text_lines(before),
-        text_lines(after),
-        fromfile=f"step {before.index}",
-        tofile=f"step {after.index}",
-        lineterm="",
-        n=2,
-    )
+    text = text_diff(text_lines(before), text_lines(after), f"step {before.index}", f"step {after.index}")
     forms = _form_changes(before, after)
     return StepDiff(
         a=before.index,

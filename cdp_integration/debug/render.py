@@ -5,7 +5,7 @@ Every function returns a string (no printing), so the stepper and the CLI show e
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 import orjson
@@ -19,9 +19,11 @@ from cdp_integration.debug.views import (
     step_summaries,
     step_summary,
 )
+from cdp_integration.session.limits import SessionLimits
+from cdp_integration.session.output import BoundedOutput, iter_json
 from cdp_integration.session.store import Session
 
-__all__ = ["VIEWS", "View", "format_diff", "format_requests", "format_step", "format_steps"]
+__all__ = ["VIEWS", "View", "format_diff", "format_requests", "format_step", "format_steps", "step_json"]
 
 View = Literal["summary", "html", "text", "form", "cookies", "storage", "network", "tabs", "json"]
 VIEWS: tuple[View, ...] = (
@@ -178,7 +180,9 @@ def _tabs(session: Session, index: int) -> str:
     return _table(["", "#", "id", "title", "url"], rows, [1, 2, 12, 30, None]) if rows else "(no tabs)"
 
 
-def _json(session: Session, index: int) -> str:
+def step_json(session: Session, index: int) -> Iterator[bytes]:
+    """The step record as indented JSON, in pieces (one network exchange at a time): the output of
+    ``show --json``, which the caller writes through its output budget."""
     record: dict[str, Any] = session.steps[index].model_dump(mode="json", by_alias=True)
     evaluator_pages = (record.get("evaluation") or {}).get("pages") or []
     for tab in [*record["tabs"], *evaluator_pages]:
@@ -186,7 +190,16 @@ def _json(session: Session, index: int) -> str:
             if tab.get(name) is not None:
                 size = len(tab[name]) if isinstance(tab[name], str) else len(orjson.dumps(tab[name]))
                 tab[name] = f"<{size} bytes, left out>"
-    return orjson.dumps(record, option=orjson.OPT_INDENT_2).decode()
+    return iter_json(record, stream_depth=3)
+
+
+def _json(session: Session, index: int) -> str:
+    budget = BoundedOutput(None, SessionLimits.from_env().max_output_bytes, "the step as JSON")
+    pieces = []
+    for piece in step_json(session, index):
+        budget.count(len(piece))
+        pieces.append(piece)
+    return b"".join(pieces).decode()
 
 
 def format_step(session: Session, step: int, view: View = "summary") -> str:

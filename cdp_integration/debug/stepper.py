@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 from cdp_integration.debug.diff import diff
 from cdp_integration.debug.render import View, cut, format_diff, format_step, format_steps
-from cdp_integration.errors import CDPIntegrationError
+from cdp_integration.errors import CDPIntegrationError, escape_controls
 from cdp_integration.session.store import Session
 
 __all__ = ["Stepper", "evaluate_at"]
@@ -88,7 +88,7 @@ class Stepper:
             self.commands[name] = partial(self._view_command, view)
 
     def say(self, text: str) -> None:
-        self._out.write(text + "\n")
+        self._out.write(escape_controls(text) + "\n")
         self._out.flush()
 
     @property

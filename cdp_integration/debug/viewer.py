@@ -12,15 +12,13 @@ from __future__ import annotations
 import base64
 import html
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 from urllib.parse import urldefrag, urljoin
-
-import orjson
 
 from cdp_integration.debug.actions import action_target, describe_element, parse_action
 from cdp_integration.debug.diff import StepDiff, diff
@@ -33,16 +31,26 @@ from cdp_integration.debug.views import (
     step_summaries,
     task_text,
 )
+from cdp_integration.session.limits import SessionLimits
+from cdp_integration.session.output import BoundedOutput, iter_json, output_file
 from cdp_integration.session.models import FormControlState
 from cdp_integration.session.store import Session
 
-__all__ = ["CSP", "InertPage", "episode_data", "inert_html", "render_viewer", "write_viewer"]
+__all__ = ["CSP", "InertPage", "Sheets", "episode_data", "inert_html", "render_viewer", "write_viewer"]
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; font-src data:"
 """What a captured page may load inside the viewer: inline styles and ``data:`` images, nothing else."""
 
 _VIEWER_CSP = CSP + "; script-src 'unsafe-inline'"
-_DROPPED = word_set("script noscript base frame frameset object embed applet portal")
+_DROPPED = word_set(
+    "script noscript base frame frameset object embed applet portal animate set animatemotion "
+    "animatetransform discard"
+)
+"""Dropped with their content. SVG animation elements can set an ``href`` to ``javascript:``."""
+_SAFE_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
+_SAFE_ATTRIBUTE = re.compile(r"^[a-z_:][a-z0-9_:.-]*$")
+_SAFE_REF = re.compile(r"^#?[A-Za-z0-9]{1,32}$")
+_RAW_TEXT = frozenset(("style",))
 _URL_ATTRIBUTES = word_set(
     "src srcset data poster background action formaction ping xlink:href codebase cite longdesc"
 )
@@ -52,6 +60,12 @@ _TEXT_ONLY = word_set("noscript noembed noframes xmp iframe")
 _FORM_CSS = "[data-cdp-form]{outline:2px solid #2563eb !important;outline-offset:1px}"
 
 
+_HIGHLIGHT_CSS = (
+    '[bid="BID"]{outline:3px solid #e11d48 !important;outline-offset:2px;'
+    "box-shadow:0 0 0 6px rgba(225,29,72,.25) !important}"
+)
+"""How the element the next action targets is outlined (``BID``: its BrowserGym id, a plain id)."""
+
 Resources = dict[str, str]
 """Absolute URL -> ``data:`` URL (images) or stylesheet text, from response bodies the session kept."""
 
@@ -59,18 +73,72 @@ Resources = dict[str, str]
 _IMPORT = re.compile(r"""@import\s+(?:url\(\s*)?["']?([^"')\s;]+)["']?\s*\)?[^;]*;""")
 
 
-def _inline_imports(css: str, css_url: str, resources: Resources, depth: int = 0) -> str:
+def _inline_imports(
+    css: str, css_url: str, resources: Resources, depth: int = 0, seen: set[str] | None = None
+) -> str:
     """``css`` with each ``@import`` of a captured sheet replaced by that sheet's text (the viewer's
-    CSP lets nothing be fetched)."""
+    CSP lets nothing be fetched); each sheet at most once (a sheet imported again adds no rule of
+    its own), at most 4 levels deep."""
+    seen = {css_url} if seen is None else seen
 
     def inline(match: re.Match[str]) -> str:
         url = urldefrag(urljoin(css_url, match.group(1))).url
         imported = resources.get(url)
         if imported is None or imported.startswith("data:") or depth > 4:
             return match.group(0)
-        return _inline_imports(imported, url, resources, depth + 1)
+        if url in seen:
+            return ""
+        seen.add(url)
+        return _inline_imports(imported, url, resources, depth + 1, seen)
 
     return _IMPORT.sub(inline, css) if "@import" in css else css
+
+
+def _style_text(css: str) -> str:
+    """CSS that no HTML parser can read markup in, whatever namespace it thinks the ``<style>`` is
+    in (inside ``<svg>``/``<math>`` a style's text is parsed as markup): no ``<`` at all (``\\3c``
+    is CSS's escape for it)."""
+    return css.replace("<", "\\3c ")
+
+
+@dataclass
+class Sheets:
+    """The captured stylesheets a viewer file holds, each once: pages refer to them by number.
+
+    ``css[n]``: sheet ``n`` without the ``@import`` rules of captured sheets; ``imports[n]``: the
+    numbers of those sheets, in order (the viewer puts each sheet's imports before it, once per page).
+    """
+
+    resources: Resources
+    css: list[str] = field(default_factory=list)
+    imports: list[list[int]] = field(default_factory=list)
+    numbers: dict[str, int] = field(default_factory=dict)
+    on_new: Callable[[str], None] | None = None
+
+    def number(self, url: str, depth: int = 0) -> int | None:
+        if url in self.numbers:
+            return self.numbers[url]
+        css = self.resources.get(url)
+        if css is None or css.startswith("data:") or depth > 4:
+            return None
+        number = self.numbers[url] = len(self.css)
+        self.css.append("")
+        self.imports.append([])
+        imported: list[int] = []
+
+        def strip(match: re.Match[str]) -> str:
+            found = self.number(urldefrag(urljoin(url, match.group(1))).url, depth + 1)
+            if found is None:
+                return match.group(0)
+            if found not in imported:
+                imported.append(found)
+            return ""
+
+        text = _style_text(_IMPORT.sub(strip, css) if "@import" in css else css)
+        if self.on_new is not None:
+            self.on_new(text)
+        self.css[number], self.imports[number] = text, imported
+        return number
 
 
 def collect_resources(session: Session) -> Resources:
@@ -106,10 +174,14 @@ def collect_resources(session: Session) -> Resources:
 
 
 class _Inert(HTMLParser):
-    def __init__(self, base_url: str, resources: Resources, head_extra: str) -> None:
+    def __init__(
+        self, base_url: str, resources: Resources, head_extra: str, sheets: Sheets | None = None
+    ) -> None:
         super().__init__(convert_charrefs=False)
         self._base = base_url
         self._resources = resources
+        self._sheets = sheets
+        self._raw: str | None = None
         self._head_extra = head_extra
         self._injected = False
         self._skipping: str | None = None
@@ -212,6 +284,8 @@ class _Inert(HTMLParser):
         kept: list[tuple[str, str | None]] = []
         for name, value in attrs:
             name = name.lower()
+            if not _SAFE_ATTRIBUTE.match(name):
+                continue
             if name.startswith("on") or name in ("srcdoc", "target", "http-equiv", "integrity", "nonce"):
                 continue
             if name == "href" and tag in ("a", "area"):
@@ -241,6 +315,8 @@ class _Inert(HTMLParser):
         if self._skipping is not None:
             self._skip_depth += tag == self._skipping
             return
+        if not _SAFE_NAME.match(tag):
+            return
         if tag not in ("html", "head"):
             self._inject()
         if tag in _DROPPED or (tag == "meta" and any(name.lower() == "http-equiv" for name, _ in attrs)):
@@ -252,15 +328,20 @@ class _Inert(HTMLParser):
             css_url = self._url(values.get("href", ""))
             css = self._resources.get(css_url)
             if "stylesheet" in values.get("rel", "").lower().split():
-                if css and not css.startswith("data:"):
+                number = self._sheets.number(css_url) if self._sheets is not None else None
+                if number is not None:
+                    self.out.append(f'<style data-cdp-sheet="{number}"></style>')
+                elif css and not css.startswith("data:") and self._sheets is None:
                     css = _inline_imports(css, css_url, self._resources)
-                    self.out.append("<style>" + css.replace("</", "<\\/") + "</style>")
+                    self.out.append("<style>" + _style_text(css) + "</style>")
                 else:
                     self.missing_stylesheets += 1
             return
         if self._controls:
             attrs = self._with_state(tag, attrs, path)
         self.out.append(self._start(tag, self._attributes(tag, attrs)))
+        if tag in _RAW_TEXT:
+            self._raw = tag
         if tag == "head":
             self._inject()
 
@@ -281,22 +362,28 @@ class _Inert(HTMLParser):
             if self._skip_depth <= 0:
                 self._skipping = None
             return
-        if tag not in VOID_ELEMENTS and tag != "link":
+        if tag == self._raw:
+            self._raw = None
+        if tag not in VOID_ELEMENTS and tag != "link" and _SAFE_NAME.match(tag):
             self.out.append(f"</{tag}>")
 
     def handle_data(self, data: str) -> None:
+        """Text never holds markup: ``<``, ``>`` and ``&`` escaped (in a style, no ``<`` at all), so
+        the output parses into exactly the elements written here, in any namespace (no mXSS)."""
         if self._skipping is None and self._textarea is None:
-            self.out.append(data)
+            self.out.append(_style_text(data) if self._raw else html.escape(data, quote=False))
 
     def handle_entityref(self, name: str) -> None:
-        self.handle_data(f"&{name};")
+        if self._skipping is None and _SAFE_REF.match(name):
+            self.out.append(f"&{name};")
 
     def handle_charref(self, name: str) -> None:
-        self.handle_data(f"&#{name};")
+        if self._skipping is None and _SAFE_REF.match(name):
+            self.out.append(f"&#{name};")
 
     def handle_decl(self, decl: str) -> None:
-        if decl.lower().startswith("doctype"):
-            self.out.append(f"<!{decl}>")
+        if decl.lower().startswith("doctype") and self._skipping is None:
+            self.out.append("<!DOCTYPE html>")
 
 
 @dataclass(frozen=True)
@@ -313,6 +400,7 @@ def inert_html(
     resources: Resources | None = None,
     highlight: str | None = None,
     extra_css: Sequence[str] = (),
+    sheets: Sheets | None = None,
     form_state: Sequence[FormControlState] = (),
 ) -> InertPage:
     """``page_html`` with nothing left that runs or fetches: for an ``<iframe sandbox srcdoc>``.
@@ -323,17 +411,21 @@ def inert_html(
     ``extra_css``: document-level rules the HTML lacks (adopted sheets, CSSOM-inserted rules).
     ``form_state``: what was typed, checked and selected, shown in the copy (as ``value``,
     ``checked``, ``selected`` attributes and a textarea's text; a password as bullets) and outlined.
+    ``sheets``: captured stylesheets become ``<style data-cdp-sheet="N">`` references into it (the
+    viewer fills them in) instead of being copied into the page.
+
+    Safe on its own, sandbox and CSP aside: only tags and attributes with plain names are written,
+    attribute values and text escaped, style text without ``<``; so a browser parses the output into
+    the elements written here and no others, whatever foreign content (``<svg>``, ``<math>``) or
+    raw-text element the input used to confuse a parser.
     """
     head_extra = f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-    head_extra += "".join("<style>" + css.replace("</", "<\\/") + "</style>" for css in extra_css)
+    head_extra += "".join("<style>" + _style_text(css) + "</style>" for css in extra_css)
     if highlight and _SAFE_BID.match(highlight):
-        head_extra += (
-            f'<style>[bid="{highlight}"]{{outline:3px solid #e11d48 !important;outline-offset:2px;'
-            "box-shadow:0 0 0 6px rgba(225,29,72,.25) !important}</style>"
-        )
+        head_extra += "<style>" + _HIGHLIGHT_CSS.replace("BID", highlight) + "</style>"
     if form_state:
         head_extra += f"<style>{_FORM_CSS}</style>"
-    parser = _Inert(base_url, resources or {}, head_extra)
+    parser = _Inert(base_url, resources or {}, head_extra, sheets)
     parser.set_form_state(form_state)
     parser.feed(page_html)
     parser.close()
@@ -402,9 +494,22 @@ def _changes(change: StepDiff) -> dict[str, Any]:
     }
 
 
-def episode_data(session: Session) -> dict[str, Any]:
-    """Everything the viewer shows, as JSON-ready data (the same views the CLI prints)."""
+def episode_data(session: Session, *, limits: SessionLimits | None = None) -> dict[str, Any]:
+    """Everything the viewer shows, as JSON-ready data (the same views the CLI prints).
+
+    Each distinct inert page, visible text and stylesheet is held once (``pages``, ``sheets``) and
+    steps refer to them by number: a session whose 150 steps share one 3 MB page makes one copy.
+    Their sizes count against the output budget as they are built (``OutputLimitError``).
+    """
+    budget = BoundedOutput(
+        None, (limits or SessionLimits.from_env()).max_output_bytes, "the viewer of this session"
+    )
     resources = collect_resources(session)
+    sheets = Sheets(resources, on_new=lambda css: budget.count(len(css)))
+    pages: dict[str, int] = {}
+    page_list: list[str] = []
+    inert: dict[tuple[str, str, tuple[str, ...], tuple[str, ...]], tuple[int, int]] = {}
+    texts: dict[str, str] = {}
     summaries = step_summaries(session)
     steps = []
     for i, (step, summary) in enumerate(zip(session.steps, summaries, strict=True)):
@@ -412,24 +517,29 @@ def episode_data(session: Session) -> dict[str, Any]:
         target = action_target(session, i)
         upcoming = parse_action(session.steps[i + 1].action) if i + 1 < len(session.steps) else None
         next_bid = upcoming.bid if upcoming else None
-        document_css = [
+        document_css = tuple(
             css
             for style in (tab.cssom_styles if tab else [])
             if len(style.path) == (0 if style.target == "adopted" else 1)  # not inside a shadow root
             for css in style.css
-        ]
-        page = (
-            inert_html(
-                step.html,
-                step.url,
-                resources=resources,
-                highlight=next_bid,
-                extra_css=document_css,
-                form_state=tab.form_state if tab else (),
-            )
-            if step.html
-            else None
         )
+        page: tuple[int, int] | None = None
+        if step.html:
+            form_state = tuple(tab.form_state) if tab else ()
+            key = (step.html, step.url, document_css, tuple(c.model_dump_json() for c in form_state))
+            if key not in inert:
+                made = inert_html(
+                    step.html, step.url, extra_css=document_css, sheets=sheets, form_state=form_state
+                )
+                if made.html not in pages:
+                    budget.count(len(made.html))
+                    pages[made.html] = len(page_list)
+                    page_list.append(made.html)
+                inert[key] = (pages[made.html], made.missing_stylesheets)
+            page = inert[key]
+        if step.html is not None and step.html not in texts:
+            texts[step.html] = visible_text(step.html)
+            budget.count(len(texts[step.html]))
         steps.append(
             {
                 "index": step.index,
@@ -448,9 +558,9 @@ def episode_data(session: Session) -> dict[str, Any]:
                 if tab and tab.screenshot_png
                 else None,
                 "viewport": _png_size(tab.screenshot_png) if tab and tab.screenshot_png else None,
-                "html": page.html if page else None,
-                "missing_stylesheets": page.missing_stylesheets if page else 0,
-                "text": visible_text(step.html),
+                "page": page[0] if page else None,
+                "missing_stylesheets": page[1] if page else 0,
+                "text": texts[step.html] if step.html is not None else "",
                 "form": [
                     (f"tab {row.tab_id}: " if len(step.tabs) > 1 else "") + row.text
                     for row in form_rows(step)
@@ -484,22 +594,52 @@ def episode_data(session: Session) -> dict[str, Any]:
         "browser": session.header.browser_version,
         "created": session.header.created,
         "source": session.path.name if session.path else None,
+        "pages": page_list,
+        "sheets": {"css": sheets.css, "imports": sheets.imports},
+        "highlight_css": _HIGHLIGHT_CSS,
         "steps": steps,
     }
 
 
-def render_viewer(session: Session) -> str:
-    """The viewer page for ``session``: one HTML document with no external reference."""
+def _viewer_pieces(session: Session, limits: SessionLimits | None) -> Iterator[bytes]:
+    yield from _pieces(episode_data(session, limits=limits), session)
+
+
+def _pieces(data: dict[str, Any], session: Session) -> Iterator[bytes]:
     template = files(__package__).joinpath("viewer.html").read_text(encoding="utf-8")
-    # "<" is escaped so no captured string can end the <script> element the JSON sits in.
-    data = orjson.dumps(episode_data(session)).decode().replace("<", "\\u003c")
     title = html.escape(f"{session.instance_id or 'session'} · episode viewer")
-    return (
-        template.replace("__CSP__", _VIEWER_CSP).replace("__TITLE__", title).replace("__EPISODE_DATA__", data)
+    head, _, tail = (
+        template.replace("__CSP__", _VIEWER_CSP).replace("__TITLE__", title).partition("__EPISODE_DATA__")
     )
+    yield head.encode()
+    # "<" is escaped so no captured string can end the <script> element the JSON sits in.
+    for piece in iter_json(data, indent=False, stream_depth=2):
+        yield piece.replace(b"<", b"\\u003c")
+    yield tail.encode()
 
 
-def write_viewer(session: Session, output: Path) -> Path:
+def render_viewer(session: Session, *, limits: SessionLimits | None = None) -> str:
+    """The viewer page for ``session``: one HTML document with no external reference."""
+    budget = BoundedOutput(
+        None, (limits or SessionLimits.from_env()).max_output_bytes, "the viewer of this session"
+    )
+    pieces = []
+    for piece in _viewer_pieces(session, limits):
+        budget.count(len(piece))
+        pieces.append(piece)
+    return b"".join(pieces).decode()
+
+
+def write_viewer(session: Session, output: Path, *, limits: SessionLimits | None = None) -> Path:
+    """Write the viewer to ``output`` piece by piece, sized first within the output budget
+    (``OutputLimitError`` and nothing written when it would exceed it)."""
+    data = episode_data(session, limits=limits)
+    limit = (limits or SessionLimits.from_env()).max_output_bytes
+    counted = BoundedOutput(None, limit, f"the viewer {output}")
+    for piece in _pieces(data, session):
+        counted.count(len(piece))
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(render_viewer(session), encoding="utf-8")
+    with output_file(output, limits=limits, what=f"the viewer {output}") as stream:
+        for piece in _pieces(data, session):
+            stream.write(piece)
     return output

@@ -25,6 +25,8 @@ import orjson
 from cdp_integration.debug.actions import mind2web_action
 from cdp_integration.debug.views import task_text
 from cdp_integration.errors import SessionFormatError
+from cdp_integration.session.limits import SessionLimits
+from cdp_integration.session.output import BoundedOutput
 from cdp_integration.session.store import Session
 
 __all__ = ["WabeExport", "export_wabe", "wabe_result"]
@@ -35,6 +37,13 @@ class WabeExport:
     result: Path
     screenshots: tuple[Path, ...]
     steps_taken: int
+
+
+def _iso(seconds: float) -> str:
+    try:
+        return datetime.fromtimestamp(seconds, tz=UTC).isoformat()
+    except (OverflowError, OSError, ValueError):
+        raise SessionFormatError(f"timestamp {seconds!r} is out of range (not a date)") from None
 
 
 def wabe_result(session: Session, screenshots: list[str]) -> dict[str, Any]:
@@ -53,7 +62,7 @@ def wabe_result(session: Session, screenshots: list[str]) -> dict[str, Any]:
         "steps_taken": len(action_steps),
         "error": None if session.complete else "the episode did not finish saving (partial session file)",
         "metadata": {
-            "timestamp": datetime.fromtimestamp(ended, tz=UTC).isoformat(),
+            "timestamp": _iso(ended),
             "total_steps": len(action_steps),
             "final_url": last.url if last else None,
             "screenshot_count": len(screenshots),
@@ -74,6 +83,11 @@ def export_wabe(session: Session, output: Path) -> WabeExport:
     for stale in trajectory.glob("step_*.png"):
         stale.unlink()
     written: list[Path] = []
+    budget = BoundedOutput(None, SessionLimits.from_env().max_output_bytes, f"the export to {output}")
+    for step in session.steps:  # counted before anything is written: a screenshot shared by every step
+        tab = step.active_tab
+        if tab is not None and tab.screenshot_png:
+            budget.count(len(tab.screenshot_png) * 3 // 4)
     for step in session.steps:
         tab = step.active_tab
         if tab is None or not tab.screenshot_png:
@@ -87,5 +101,7 @@ def export_wabe(session: Session, output: Path) -> WabeExport:
         written.append(path)
     document = wabe_result(session, [p.relative_to(output).as_posix() for p in written])
     result = output / "result.json"
-    result.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+    data = orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
+    budget.count(len(data))
+    result.write_bytes(data)
     return WabeExport(result=result, screenshots=tuple(written), steps_taken=document["steps_taken"])

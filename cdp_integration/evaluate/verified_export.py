@@ -18,7 +18,6 @@ does: static assets dropped, auth-like headers sanitized); ``redact=True`` first
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -34,6 +33,8 @@ from cdp_integration.evaluate.verified import (
     adapt_answer,
 )
 from cdp_integration.har.export import session_to_har
+from cdp_integration.session.limits import SessionLimits
+from cdp_integration.session.output import BoundedOutput, iter_json, output_file
 from cdp_integration.session.store import Session, load_session
 
 __all__ = [
@@ -124,8 +125,18 @@ def _environments_json(urls: Iterable[tuple[str, str]]) -> dict[str, Any]:
     return {"environments": environments}
 
 
-def _write_json(path: Path, value: Any) -> None:
-    path.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+def _write_json(path: Path, value: Any, budget: BoundedOutput | None = None) -> None:
+    """``value`` as indented JSON, written member by member and counted against ``budget`` (the
+    whole export's output budget): a HAR of shared bodies is never one multi-GB string."""
+    with output_file(path) as output:
+        if budget is not None:
+            output.limit, output.what = budget.limit, budget.what
+            output.count(budget.written)
+        for piece in iter_json(value, stream_depth=3):
+            output.write(piece)
+        output.write(b"\n")
+        if budget is not None:
+            budget.written = output.written
 
 
 def export_verified(
@@ -147,6 +158,11 @@ def export_verified(
             )
         owners[task_id] = path
     output_dir.mkdir(parents=True, exist_ok=True)
+    budget = BoundedOutput(None, SessionLimits.from_env().max_output_bytes, f"the export to {output_dir}")
+    for *_, har, _urls in prepared:  # sized before anything is written: a refusal leaves no half export
+        for piece in iter_json(har, stream_depth=3):
+            budget.count(len(piece))
+    budget.written = 0
     exported = []
     all_urls: list[tuple[str, str]] = []
     for path, task_id, _session, response, har, urls in prepared:
@@ -154,9 +170,9 @@ def export_verified(
         directory.mkdir(exist_ok=True)
         for name in _STALE:
             (directory / name).unlink(missing_ok=True)
-        _write_json(directory / AGENT_RESPONSE_FILE, response)
-        _write_har(directory / HAR_FILE, har, trim=trim)
-        _write_json(directory / RUN_CONFIG_FILE, _environments_json(urls.items()))
+        _write_json(directory / AGENT_RESPONSE_FILE, response, budget)
+        _write_har(directory / HAR_FILE, har, trim=trim, budget=budget)
+        _write_json(directory / RUN_CONFIG_FILE, _environments_json(urls.items()), budget)
         all_urls.extend(urls.items())
         entries = har["log"]["entries"]
         exported.append(ExportedTask(task_id, path, directory, len(entries), _navigations(entries)))
@@ -164,13 +180,13 @@ def export_verified(
     return exported
 
 
-def _write_har(path: Path, har: dict[str, Any], *, trim: bool) -> None:
+def _write_har(path: Path, har: dict[str, Any], *, trim: bool, budget: BoundedOutput) -> None:
     if not trim:
-        _write_json(path, har)
+        _write_json(path, har, budget)
         return
     from webarena_verified.core.utils.trim_network_logs import trim_har_file
 
     with tempfile.TemporaryDirectory(prefix="cdp-verified-export-") as tmp:
         full = Path(tmp) / HAR_FILE
-        _write_json(full, har)
+        _write_json(full, har, budget)
         trim_har_file(full, path)

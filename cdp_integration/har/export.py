@@ -8,22 +8,31 @@ the live evaluator's own tabs is left out unless asked for: WebArena-Verified sc
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from http.cookies import CookieError, SimpleCookie
 from typing import Any
 from urllib.parse import parse_qsl, urldefrag, urlsplit
 
 from cdp_integration._version import __version__
+from cdp_integration.errors import SessionFormatError
+from cdp_integration.session.limits import SessionLimits
 from cdp_integration.session.models import NetworkExchange
+from cdp_integration.session.output import BoundedOutput, iter_json, output_file
 from cdp_integration.session.store import Session
 
-__all__ = ["exchange_to_har_entry", "session_har_entries", "session_to_har"]
+__all__ = ["exchange_to_har_entry", "session_har_entries", "session_to_har", "write_har"]
 
 _HTTP_VERSIONS = {"h2": "HTTP/2", "h3": "HTTP/3", "http/1.0": "HTTP/1.0"}
 
 
 def _iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """ISO 8601 of a session timestamp; a value no date can hold is the session's error, one line."""
+    try:
+        moment = datetime.fromtimestamp(seconds, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        raise SessionFormatError(f"timestamp {seconds!r} is out of range (not a date)") from None
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _header_list(headers: dict[str, str]) -> list[dict[str, str]]:
@@ -189,3 +198,27 @@ def session_to_har(
             "_instanceId": session.instance_id,
         }
     }
+
+
+def write_har(
+    session: Session,
+    path: str | os.PathLike[str],
+    *,
+    steps: range | None = None,
+    include_evaluator: bool = False,
+    limits: SessionLimits | None = None,
+) -> int:
+    """Write ``session_to_har`` to ``path`` (indented JSON) entry by entry, within the output budget
+    (``OutputLimitError`` and no file when it would exceed it); returns the number of entries.
+
+    Entries share the session's body strings, so only one entry's JSON is in memory at a time.
+    """
+    document = session_to_har(session, steps=steps, include_evaluator=include_evaluator)
+    limit = (limits or SessionLimits.from_env()).max_output_bytes
+    counted = BoundedOutput(None, limit, f"HAR {path}")
+    for piece in iter_json(document, stream_depth=3):  # sized first: a refusal writes nothing
+        counted.count(len(piece))
+    with output_file(path, limits=limits, what=f"HAR {path}") as output:
+        for piece in iter_json(document, stream_depth=3):
+            output.write(piece)
+    return len(document["log"]["entries"])

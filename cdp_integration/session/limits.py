@@ -7,7 +7,12 @@ and the number of JSON values while inflating (every value but the first of a re
 ``,`` or opens with ``{``/``[``, so counting those bytes bounds it; characters inside strings only
 over-count), records and steps as they are read, the nesting depth right after parsing one record.
 
-Defaults fit any real WebArena episode with room to spare and keep a refusal under ~1 GB of memory.
+Blobs (format 2 stores a value once and refers to it) are bounded by their *expanded* size before
+they are built (``max_expanded_bytes``) and by that size times their references
+(``max_referenced_bytes``); outputs by ``max_output_bytes`` while they are written (``output.py``).
+
+Defaults fit any real WebArena episode with room to spare and keep every refusal under 1 GB of
+peak RSS and 30 s (measured by ``tests/unit/test_hostile_corpus.py``).
 Raise them with the ``limits=`` keyword of ``load_session`` / ``load_har`` or, for the CLI and
 batch workers, with the environment variables named in ``ENV_VARS``.
 """
@@ -21,7 +26,7 @@ from typing import Any
 
 from cdp_integration.errors import SessionFormatError
 
-__all__ = ["ENV_VARS", "SessionLimits", "check_depth", "count_values", "open_regular_file"]
+__all__ = ["ENV_VARS", "SessionLimits", "check_depth", "count_values", "limit_hint", "open_regular_file"]
 
 ENV_VARS = {
     "max_records": "CDP_SESSION_MAX_RECORDS",
@@ -29,6 +34,10 @@ ENV_VARS = {
     "max_values": "CDP_SESSION_MAX_VALUES",
     "max_depth": "CDP_SESSION_MAX_DEPTH",
     "max_record_bytes": "CDP_SESSION_MAX_RECORD_BYTES",
+    "max_expanded_bytes": "CDP_SESSION_MAX_EXPANDED_BYTES",
+    "max_referenced_bytes": "CDP_SESSION_MAX_REFERENCED_BYTES",
+    "max_output_bytes": "CDP_SESSION_MAX_OUTPUT_BYTES",
+    "max_question_seconds": "CDP_SESSION_MAX_QUESTION_SECONDS",
 }
 """``SessionLimits`` field -> the environment variable that overrides its default (a positive integer)."""
 
@@ -44,8 +53,19 @@ class SessionLimits:
     """JSON values in the whole file (objects, arrays, strings, numbers, ...), counted per record."""
     max_depth: int = 128
     """Nesting of objects and arrays within one record."""
-    max_record_bytes: int = 256 * 1024**2
+    max_record_bytes: int = 64 * 1024**2
     """One decompressed record (line)."""
+    max_expanded_bytes: int = 384 * 1024**2
+    """What the reader builds from blobs, each blob once: plain blobs, HTML joined from its chunks,
+    DOM snapshots joined and decoded (a pointer per list item counted on top of the JSON text)."""
+    max_referenced_bytes: int = 2 * 1024**3
+    """Every blob's expanded size once per step or end record that refers to it: what a consumer
+    expanding every step would see (shared values themselves are never copied)."""
+    max_output_bytes: int = 512 * 1024**2
+    """One file a command writes (``view``, ``har``, ``export-wabe``, ``export-verified``,
+    ``redact``) or prints (``show --json``), counted while it is written."""
+    max_question_seconds: int = 10
+    """One JavaScript question the offline sandbox answers (locators, prep actions, ``eval-at``)."""
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> SessionLimits:
@@ -64,6 +84,11 @@ class SessionLimits:
                 raise SessionFormatError(f"{ENV_VARS[item.name]}={text!r}: expected a positive integer")
             changes[item.name] = value
         return replace(cls(), **changes)
+
+
+def limit_hint(name: str) -> str:
+    """How the user raises limit ``name`` (a ``SessionLimits`` field), for an error message."""
+    return f"limit {ENV_VARS[name]}; raise it to allow more"
 
 
 def count_values(data: bytes) -> int:

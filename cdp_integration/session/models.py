@@ -8,9 +8,9 @@ screenshots) are stored once per distinct content by the store; the models hold 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SkipValidation
 
 __all__ = [
     "FORMAT_VERSION",
@@ -40,6 +40,17 @@ snapshots (blob ``kind``), captured stylesheets (``Step.resources``). 3: form st
 
 TrafficOrigin = Literal["agent", "evaluator"]
 """Who caused a request: the agent's episode, or the live evaluator's own tabs during ``validate()``."""
+
+
+def _an_object(value: Any) -> Any:
+    if not isinstance(value, dict):
+        raise ValueError("an object expected")
+    return value
+
+
+SharedObject = Annotated[SkipValidation[dict[str, Any]], BeforeValidator(_an_object)]
+"""A JSON object kept as the very dict given, never copied: a blob the store shares between steps
+(a DOM snapshot referenced by every step of an unchanged page) stays one object in memory."""
 
 
 class _Record(BaseModel):
@@ -137,14 +148,14 @@ class TabState(_Record):
     title: str
     active: bool
     html: str | None = None
-    dom_snapshot: dict[str, Any] | None = None
+    dom_snapshot: SharedObject | None = None
     dom_snapshot_source: Literal["cdp", "observation"] = "cdp"
     """``observation``: the snapshot the agent's env took for its observation of this state (BrowserGym,
     with its ``bid`` marker attributes), reused instead of taking a second one."""
     session_storage: dict[str, dict[str, str]] = {}
     screenshot_png: str | None = None
     """Base64 PNG, only with the ``screenshot`` option."""
-    ax_tree: dict[str, Any] | None = None
+    ax_tree: SharedObject | None = None
     """``Accessibility.getFullAXTree`` result, only with the ``accessibility_tree`` option."""
     frames: list[FrameState] = []
     """Same-origin child frames' documents (format 2)."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import dataclasses
 import functools
 import hashlib
@@ -228,6 +229,11 @@ class Redactor:
         self._password_fields: set[str] = set()
         """Names of ``type=password`` inputs seen in the session's pages: whatever they are called
         (``p``, ``login[secret]``), a post-data field of that name holds a password."""
+        self._shared: dict[tuple[int, str], tuple[Json, Json]] | None = None
+        """While ``session()`` runs: a value steps share (a page, a DOM snapshot) -> its redacted
+        form, keyed by the value's id (or, for a long string, the string) and the pass; the value is
+        kept so the id stays its own. Shared blobs stay shared: one redacted copy, not one per step."""
+        self._shared_ids: set[int] = set()
 
     @property
     def secret_count(self) -> int:
@@ -238,9 +244,16 @@ class Redactor:
 
     def session(self, session: Session) -> Session:
         """A copy of ``session`` with every secret replaced (``path`` is ``None``: not a file yet)."""
+        self._shared, self._shared_ids = {}, set()
+        try:
+            return self._session(session)
+        finally:
+            self._shared, self._shared_ids = None, set()
+
+    def _session(self, session: Session) -> Session:
         header = session.header.model_dump(mode="json")
         header["options"] = {**header.get("options", {}), "redacted": True}
-        steps = [step.model_dump(mode="json", by_alias=True) for step in session.steps]
+        steps = [_dump_sharing(step) for step in session.steps]
         end = session.end.model_dump(mode="json", by_alias=True) if session.end else None
         header = self._scan_all(header)
         for record in [*steps, *([end] if end is not None else [])]:
@@ -354,12 +367,24 @@ class Redactor:
         """Whether a post-data field (form, multipart, JSON key) named ``name`` holds a secret."""
         return name in self._password_fields or self.policy.is_secret_key(name)
 
+    def _once(self, value: Json, tag: str, convert: Callable[[Json], Json]) -> Json:
+        """``convert(value)``, computed once per shared value while ``session()`` runs."""
+        if self._shared is None:
+            return convert(value)
+        key = (value, tag) if isinstance(value, str) else (id(value), tag)
+        if key not in self._shared:  # type: ignore[comparison-overlap]
+            self._shared[key] = (value, convert(value))  # type: ignore[index]
+        return self._shared[key][1]  # type: ignore[index]
+
     def _tab(self, tab: dict[str, Json]) -> None:
         tab["url"] = self._scan_url(tab["url"])
         if tab.get("html"):
-            tab["html"] = self._html_inputs(tab["html"])
+            tab["html"] = self._once(tab["html"], "inputs", self._html_inputs)  # type: ignore[arg-type]
         if isinstance(tab.get("dom_snapshot"), dict):
-            self._dom_snapshot(tab["dom_snapshot"])
+            tab["dom_snapshot"] = self._once(tab["dom_snapshot"], "snapshot", self._redacted_snapshot)
+            self._shared_ids.add(id(tab["dom_snapshot"]))
+        if isinstance(tab.get("ax_tree"), dict):
+            self._shared_ids.add(id(tab["ax_tree"]))
         self._form_state(tab.get("form_state"))
         self._storage(tab.get("session_storage"))
         if not self.policy.keep_screenshots:
@@ -598,6 +623,12 @@ class Redactor:
                     control["value"], _key_kind(attributes["name"] or attributes["id"])
                 )
 
+    def _redacted_snapshot(self, snapshot: Json) -> Json:
+        """A redacted copy of ``snapshot`` (a shared snapshot is never changed in place)."""
+        copied = copy.deepcopy(snapshot) if self._shared is not None else snapshot
+        self._dom_snapshot(copied)  # type: ignore[arg-type]
+        return copied
+
     def _dom_snapshot(self, snapshot: dict[str, Json]) -> None:
         """``DOMSnapshot.captureSnapshot``: secret inputs' ``value`` attributes and ``inputValue``.
 
@@ -741,7 +772,15 @@ class Redactor:
 
     def _map_strings(self, value: Json, convert: StringMap, base64_convert: StringMap | None = None) -> Json:
         """``value`` with ``convert`` applied to every string (dict keys too); base64 data is decoded
-        for ``base64_convert`` instead (or left alone)."""
+        for ``base64_convert`` instead (or left alone). A value steps share is converted once."""
+        if self._shared is not None and (
+            (isinstance(value, str) and len(value) >= _SHARED_STRING) or id(value) in self._shared_ids
+        ):
+            tag = f"map:{getattr(convert, '__qualname__', '')}"  # pass 2's closure is made per record
+            return self._once(value, tag, lambda item: self._map_items(item, convert, base64_convert))
+        return self._map_items(value, convert, base64_convert)
+
+    def _map_items(self, value: Json, convert: StringMap, base64_convert: StringMap | None = None) -> Json:
         if isinstance(value, str):
             return convert(value)
         if isinstance(value, list):
@@ -757,6 +796,22 @@ class Redactor:
                     out[convert(key)] = self._map_strings(item, convert, base64_convert)
             return out
         return value
+
+
+_SHARED_STRING = 64 * 1024
+"""Strings at least this long are converted once per distinct value while a session is redacted."""
+
+
+def _dump_sharing(step: Step) -> dict[str, Json]:
+    """``step`` as JSON data, its tabs' DOM snapshots and AX trees left the very objects the session
+    holds (``model_dump`` would copy a snapshot that every step shares once per step)."""
+    record: dict[str, Json] = step.model_dump(
+        mode="json", by_alias=True, exclude={"tabs": {"__all__": {"dom_snapshot", "ax_tree"}}}
+    )
+    for tab, dumped in zip(step.tabs, record["tabs"], strict=True):  # type: ignore[arg-type]
+        dumped["dom_snapshot"] = tab.dom_snapshot  # type: ignore[index]
+        dumped["ax_tree"] = tab.ax_tree  # type: ignore[index]
+    return record
 
 
 def _snapshot_password_names(snapshot: dict[str, Json]) -> set[str]:

@@ -62,7 +62,7 @@ __all__ = [
 
 SESSION_SUFFIX = ".session.jsonl.gz"
 PARTIAL_SUFFIX = ".partial"
-MAX_SESSION_BYTES = 2 * 1024**3
+MAX_SESSION_BYTES = 1024**3
 """Decompressed size beyond which a file is refused (a decompression-bomb guard)."""
 
 _BLOB_KEY = "$blob"
@@ -148,36 +148,141 @@ def _digest(data: bytes | memoryview) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+_LIST_ITEM_BYTES = 8
+"""What one item of a list built from chunks costs beyond its JSON text (a pointer)."""
+_VALUE_BYTES = 64
+"""What one parsed JSON value costs at most beyond its text (an empty dict: 64 bytes; a float, an
+int beyond the small ones, a short string: 24-56 bytes, plus the pointer that holds it)."""
+
+
+class _Blobs:
+    """The blobs read so far, with what each costs expanded, and the two budgets they count against.
+
+    A blob's *expanded size* is known before it is built: a plain blob's record size (plus
+    ``_VALUE_BYTES`` per JSON value), a ``text`` blob's sum of its chunks', a ``dom`` blob's own
+    record plus a pointer per item of the lists its chunks join into (twice: joined, then decoded;
+    the items themselves are the chunks', already counted). ``built`` counts every blob built, once (the reader's
+    memory: shared values are never copied); ``referenced`` counts a blob's expanded size once per
+    step or end record that refers to it (what a consumer walking every step would expand). Chunks
+    may only name plain blobs, as the writer writes them: no text made of text, no chunks of chunks.
+    """
+
+    def __init__(self, source: str, limits: SessionLimits) -> None:
+        self.source = source
+        self.limits = limits
+        self.values: dict[str, Any] = {}
+        self.sizes: dict[str, int] = {}
+        self.plain: set[str] = set()
+        self.items: dict[str, int] = {}
+        """Plain list blobs: their length (what a list joined from them costs: a pointer per item)."""
+        self.built = 0
+        self.referenced = 0
+
+    def build(self, size: int, where: str) -> None:
+        """Count ``size`` bytes about to be built; refuse once the session exceeds its budget."""
+        self.built += size
+        if self.built > self.limits.max_expanded_bytes:
+            raise SessionFormatError(
+                f"{self.source}: {where}: the session expands to more than "
+                f"{self.limits.max_expanded_bytes} bytes (limit CDP_SESSION_MAX_EXPANDED_BYTES)"
+            )
+
+    def add(self, record: dict[str, Any], size: int, number: int) -> None:
+        blob_id, data, kind = record.get("id"), record.get("data"), record.get("kind")
+        where = f"line {number}"
+        if not isinstance(blob_id, str) or "data" not in record:
+            raise SessionFormatError(f"{self.source}: {where}: malformed blob record")
+        if blob_id in self.values:
+            raise SessionFormatError(f"{self.source}: {where}: blob {blob_id[:40]!r} defined twice")
+        if kind is None:
+            cost = size  # the record's text and its values, counted before it was parsed
+            self.values[blob_id], self.sizes[blob_id] = data, cost
+            self.plain.add(blob_id)
+            if isinstance(data, list):
+                self.items[blob_id] = len(data)
+            return
+        try:
+            if kind == "text":
+                ids = _id_list(data)
+                cost = sum(self._chunk_size(chunk_id, str) for chunk_id in ids)
+                self.build(cost, where)
+                value: Any = "".join(self.values[chunk_id] for chunk_id in ids)
+            elif kind == "dom":
+                if not isinstance(data, dict):
+                    raise ValueError("an encoded snapshot is an object")
+                cost = size + 2 * _LIST_ITEM_BYTES * self._chunks_items(data)  # joined, then decoded
+                self.build(cost, where)
+                value = decode_snapshot(_expand_chunks(data, self.values))
+            else:
+                raise ValueError(f"unknown blob kind {str(kind)[:40]!r}")
+        except SessionFormatError:
+            raise
+        except (LookupError, TypeError, ValueError) as exc:
+            raise SessionFormatError(f"{self.source}: {where}: cannot assemble blob: {exc}") from None
+        self.values[blob_id], self.sizes[blob_id] = value, cost
+
+    def _chunk_size(self, chunk_id: Any, kind: type) -> int:
+        if not isinstance(chunk_id, str) or chunk_id not in self.plain:
+            raise ValueError(f"chunk {str(chunk_id)[:40]!r} is not a plain blob written before")
+        if not isinstance(self.values[chunk_id], kind):
+            raise ValueError(f"chunk {chunk_id[:40]!r} is not a {kind.__name__}")
+        return self.sizes[chunk_id]
+
+    def _chunks_items(self, value: Any) -> int:
+        """The items of the ``$chunks`` lists of an encoded snapshot, joined (iterative walk)."""
+        total = 0
+        stack = [value]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, dict):
+                if CHUNKS_KEY in item:
+                    if len(item) != 1:
+                        raise ValueError("a chunk list has other keys")
+                    ids = _id_list(item[CHUNKS_KEY])
+                    for chunk_id in ids:
+                        self._chunk_size(chunk_id, list)
+                        total += self.items[chunk_id]
+                else:
+                    stack.extend(item.values())
+            elif isinstance(item, list):
+                stack.extend(item)
+        return total
+
+    def resolve(self, value: Any) -> Any:
+        """``value`` with a ``{"$blob": id}`` reference replaced by that blob (shared, not copied)."""
+        if isinstance(value, dict) and _BLOB_KEY in value:
+            blob_id = value[_BLOB_KEY]
+            if not isinstance(blob_id, str) or blob_id not in self.values:
+                raise SessionFormatError(f"{self.source}: reference to missing blob {str(blob_id)[:40]!r}")
+            self.referenced += self.sizes[blob_id]
+            if self.referenced > self.limits.max_referenced_bytes:
+                raise SessionFormatError(
+                    f"{self.source}: its steps refer to more than {self.limits.max_referenced_bytes} "
+                    "bytes of blobs (limit CDP_SESSION_MAX_REFERENCED_BYTES)"
+                )
+            return self.values[blob_id]
+        return value
+
+
+def _id_list(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise ValueError("chunk ids are not a list")
+    return value
+
+
 def _expand_chunks(value: Any, blobs: dict[str, Any]) -> Any:
-    """An encoded snapshot with its ``{"$chunks": [ids]}`` lists joined from the list blobs."""
+    """An encoded snapshot with its ``{"$chunks": [ids]}`` lists joined from the list blobs (whose
+    shape and size ``_Blobs`` checked)."""
     if isinstance(value, dict):
         if CHUNKS_KEY in value:
             joined: list[Any] = []
             for chunk_id in value[CHUNKS_KEY]:
-                part = blobs[chunk_id]
-                if not isinstance(part, list):
-                    raise ValueError(f"chunk {chunk_id!r} is not a list")
-                joined += part
+                joined += blobs[chunk_id]
             return joined
         return {key: _expand_chunks(item, blobs) for key, item in value.items()}
     if isinstance(value, list):
         return [_expand_chunks(item, blobs) for item in value]
     return value
-
-
-def _assemble(kind: Any, data: Any, blobs: dict[str, Any]) -> Any:
-    """The value of a blob record made of chunks written before it (``kind`` ``text`` or ``dom``)."""
-    try:
-        if kind == "text":
-            parts = [blobs[chunk_id] for chunk_id in data]
-            if not all(isinstance(part, str) for part in parts):
-                raise ValueError("a text chunk is not a string")
-            return "".join(parts)
-        if kind == "dom":
-            return decode_snapshot(_expand_chunks(data, blobs))
-    except (LookupError, TypeError, ValueError) as exc:
-        raise ValueError(f"cannot assemble {kind} blob: {exc!r}") from None
-    raise ValueError(f"unknown blob kind {kind!r}")
 
 
 @contextlib.contextmanager
@@ -338,26 +443,32 @@ def _iter_lines(fd: int, source: str, limits: SessionLimits, complete: list[bool
     """
     max_bytes = MAX_SESSION_BYTES
     inflater: Any = None
+    gzipped = False
     pending = bytearray()
     total = values = 0
     first = True
-    eof = False
-    while not eof:
+    eof = False  # the last gzip member ended (members concatenated, as zcat reads them, are read whole)
+    while True:
         chunk = os.read(fd, _READ_CHUNK)
         if first:
             first = False
             if not chunk:
                 raise SessionFormatError(f"{source}: file is empty")
             if chunk[:2] == b"\x1f\x8b":
+                gzipped = True
                 inflater = zlib.decompressobj(47)
         if not chunk:
             break
         pieces: list[bytes] = []
-        if inflater is None:
+        if not gzipped:
             pieces.append(chunk)
         else:
             data = chunk
             while data:  # max_length keeps each piece small; a bomb never inflates far past the limit
+                if eof:  # another member follows the one that ended
+                    if data[:2] != b"\x1f\x8b" and len(data) >= 2:
+                        raise SessionFormatError(f"{source}: data after the end of the compressed stream")
+                    inflater, eof = zlib.decompressobj(47), False
                 try:
                     piece = inflater.decompress(data, _READ_CHUNK)
                 except zlib.error as exc:
@@ -368,12 +479,13 @@ def _iter_lines(fd: int, source: str, limits: SessionLimits, complete: list[bool
                     raise SessionFormatError(f"{source}: decompresses to more than {max_bytes} bytes")
                 if inflater.eof:
                     eof = True
-                    break
+                    data = inflater.unused_data
+                    continue
                 data = inflater.unconsumed_tail
                 if not piece:
                     break
         for piece in pieces:
-            if inflater is None:
+            if not gzipped:
                 total += len(piece)
                 if total > max_bytes:
                     raise SessionFormatError(f"{source}: file is larger than {max_bytes} bytes")
@@ -394,7 +506,7 @@ def _iter_lines(fd: int, source: str, limits: SessionLimits, complete: list[bool
             lines = bytes(pending[:cut]).split(b"\n")
             del pending[: cut + 1]
             yield from lines
-    if inflater is not None and not eof:
+    if gzipped and not eof:
         # Whatever zlib still holds counts towards the limit: "more than" is not a cut-short file.
         try:
             rest = inflater.flush()
@@ -402,15 +514,18 @@ def _iter_lines(fd: int, source: str, limits: SessionLimits, complete: list[bool
             rest = b""
         if total + len(rest) > max_bytes:
             raise SessionFormatError(f"{source}: decompresses to more than {max_bytes} bytes")
-    complete[0] = inflater is None or eof
+    complete[0] = not gzipped or eof
     if pending and complete[0]:
         yield bytes(pending)
 
 
 def _iter_records(
-    lines: Iterator[bytes], source: str, limits: SessionLimits, complete: list[bool]
-) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Parsed records, each bounded in values and depth before or right after parsing."""
+    lines: Iterator[bytes], blobs: _Blobs, limits: SessionLimits, complete: list[bool]
+) -> Iterator[tuple[int, dict[str, Any], int]]:
+    """Parsed records with what each costs in memory (bytes, plus ``_VALUE_BYTES`` per JSON value),
+    each bounded in values, in that cost (counted as built before it is parsed: every record of a
+    session stays in memory) and, right after parsing, in depth."""
+    source = blobs.source
     failed: SessionFormatError | None = None
     number = 0
     for number, line in enumerate(lines, 1):
@@ -420,6 +535,8 @@ def _iter_records(
             raise SessionFormatError(
                 f"{source}: more than {limits.max_records} records (limit CDP_SESSION_MAX_RECORDS)"
             )
+        cost = len(line) + _VALUE_BYTES * count_values(line)
+        blobs.build(cost, f"line {number}")
         try:
             record = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
@@ -429,18 +546,9 @@ def _iter_records(
             check_depth(record, limits.max_depth, f"{source}: line {number}")
         if not isinstance(record, dict) or "type" not in record:
             raise SessionFormatError(f"{source}: line {number} is not a session record")
-        yield number, record
+        yield number, record, cost
     if failed is not None and complete[0]:
         raise failed
-
-
-def _resolve(value: Any, blobs: dict[str, Any], source: str) -> Any:
-    if isinstance(value, dict) and _BLOB_KEY in value:
-        blob_id = value[_BLOB_KEY]
-        if not isinstance(blob_id, str) or blob_id not in blobs:
-            raise SessionFormatError(f"{source}: reference to missing blob {blob_id!r}")
-        return blobs[blob_id]
-    return value
 
 
 def _dicts(value: Any) -> list[dict[str, Any]]:
@@ -525,8 +633,10 @@ def load_session(path: str | os.PathLike[str], *, limits: SessionLimits | None =
             raise SessionFormatError(f"{source}: file is empty")
         complete = [False]
         try:
+            blobs = _Blobs(source, limits)
             return _read_records(
-                _iter_records(_iter_lines(fd, source, limits, complete), source, limits, complete),
+                _iter_records(_iter_lines(fd, source, limits, complete), blobs, limits, complete),
+                blobs,
                 path,
                 source,
                 limits,
@@ -539,21 +649,21 @@ def load_session(path: str | os.PathLike[str], *, limits: SessionLimits | None =
 
 
 def _read_records(
-    records: Iterator[tuple[int, dict[str, Any]]],
+    records: Iterator[tuple[int, dict[str, Any], int]],
+    blobs: _Blobs,
     path: Path,
     source: str,
     limits: SessionLimits,
     complete: list[bool],
 ) -> Session:
     header: SessionHeader | None = None
-    blobs: dict[str, Any] = {}
     steps: list[Step] = []
     end: SessionEnd | None = None
-    for number, record in records:
+    for number, record, size in records:
         kind = record.pop("type")
         if header is None:
             if kind != "header":
-                raise SessionFormatError(f"{source}: not a session file (first record is {kind!r})")
+                raise SessionFormatError(f"{source}: not a session file (first record is {str(kind)[:40]!r})")
             version = record.get("format_version")
             if type(version) is not int or version < 1:
                 raise SessionFormatError(
@@ -566,27 +676,19 @@ def _read_records(
                 )
             header = _parse(SessionHeader, record, source, number)
         elif kind == "blob":
-            if not isinstance(record.get("id"), str) or "data" not in record:
-                raise SessionFormatError(f"{source}: line {number}: malformed blob record")
-            if record.get("kind") is None:
-                blobs[record["id"]] = record["data"]
-            else:
-                try:
-                    blobs[record["id"]] = _assemble(record["kind"], record["data"], blobs)
-                except ValueError as exc:
-                    raise SessionFormatError(f"{source}: line {number}: {exc}") from None
+            blobs.add(record, size, number)
         elif kind == "step":
             if len(steps) >= limits.max_steps:
                 raise SessionFormatError(
                     f"{source}: more than {limits.max_steps} steps (limit CDP_SESSION_MAX_STEPS)"
                 )
-            _map_large_values(record, lambda value, _always: _resolve(value, blobs, source))
+            _map_large_values(record, lambda value, _always: blobs.resolve(value))
             steps.append(_parse(Step, record, source, number))
         elif kind == "end":
-            _map_large_values(record, lambda value, _always: _resolve(value, blobs, source))
+            _map_large_values(record, lambda value, _always: blobs.resolve(value))
             end = _parse(SessionEnd, record, source, number)
         else:
-            raise SessionFormatError(f"{source}: line {number}: unknown record type {kind!r}")
+            raise SessionFormatError(f"{source}: line {number}: unknown record type {str(kind)[:40]!r}")
     stream_complete = complete[0]
     if header is None:
         if not stream_complete:
@@ -598,7 +700,7 @@ def _read_records(
         end=end,
         path=path,
         complete=stream_complete and end is not None,
-        blob_count=len(blobs),
+        blob_count=len(blobs.values),
     )
 
 

@@ -89,9 +89,11 @@ def test_episode_data_holds_each_step_and_its_changes() -> None:
         0
     ].startswith("@@")
     assert steps[0]["changes"] is None and steps[0]["next_bid"] == "5"
-    assert steps[1]["next_action"] == "click('7')" and '[bid="7"]{outline' in steps[1]["html"]
+    assert steps[1]["next_action"] == "click('7')" and steps[1]["next_bid"] == "7"
+    assert data["highlight_css"].startswith('[bid="BID"]{outline')  # the viewer outlines next_bid
     assert steps[3]["screenshot"] is None  # the help tab was not screenshotted
-    assert "<script" not in steps[1]["html"] and steps[1]["text"] == "Customer Login\nUser [emma] Sign In"
+    page = data["pages"][steps[1]["page"]]
+    assert "<script" not in page and steps[1]["text"] == "Customer Login\nUser [emma] Sign In"
 
 
 def test_captured_text_cannot_end_the_data_script() -> None:
