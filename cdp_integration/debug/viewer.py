@@ -32,8 +32,8 @@ from cdp_integration.debug.views import (
     task_text,
 )
 from cdp_integration.session.limits import SessionLimits
-from cdp_integration.session.output import BoundedOutput, iter_json, output_file
 from cdp_integration.session.models import FormControlState
+from cdp_integration.session.output import BoundedOutput, iter_json, output_file
 from cdp_integration.session.store import Session
 
 __all__ = ["CSP", "InertPage", "Sheets", "episode_data", "inert_html", "render_viewer", "write_viewer"]
