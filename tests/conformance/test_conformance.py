@@ -59,7 +59,21 @@ _NEEDS_FORM = (
     "needs form/sandbox branch: form state (typed .value / .checked / selectedOptions) is not captured"
 )
 _NEEDS_SANDBOX = "needs form/sandbox branch: fresh-load semantics (stale open tab, fragment-blind match)"
-KNOWN_GAPS: dict[str, str] = {}
+KNOWN_GAPS: dict[str, str] = {
+    # TiddlyWiki: a reused sandbox page keeps the previous question's document when the next URL differs
+    # only after '#' (seen after 30202's questions; alone this case matched), and a fresh load of
+    # /#Amazon is answered from a tab captured at another fragment; its failure scored 1.0 offline once
+    # when scored alone (timing-dependent).
+    "30203.success.reconstructed": _NEEDS_SANDBOX,
+    "30203.failure.reconstructed": _NEEDS_SANDBOX,
+    "30204.success.reconstructed": _NEEDS_FORM,  # the typed title of an unsaved tiddler (.value)
+    "30205.success.reconstructed": _NEEDS_FORM,  # the checkbox widget sets .checked, not the attribute
+    # Django admin
+    "30303.success.reconstructed": _NEEDS_FORM,  # typed .value, the JS-filled slug, selectedOptions, .checked
+    "30304.success.reconstructed": _NEEDS_SANDBOX,  # the evaluator's fresh load answered from stale tab 1
+    "30304.failure.reconstructed": _NEEDS_SANDBOX,  # same; tab 1 shows the success run's title
+    "30306.success.reconstructed": _NEEDS_FORM,  # .checked of the action checkboxes
+}
 """Cases that fail on this branch only because of mechanisms issue 19 is adding (the ``form`` and
 ``sandbox`` branches): marked ``xfail(strict=False)``; remove an entry when its case passes."""
 
