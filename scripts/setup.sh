@@ -69,4 +69,23 @@ if [ ! -f "$APPS/trac-env/VERSION" ]; then
     ConformanceFacts tests/conformance/trac_facts.wiki >/dev/null
   mv "$APPS/trac-env.tmp" "$APPS/trac-env"
 fi
+# Two more for the conformance suite: TiddlyWiki from npm (a single-page application served by its own
+# Node server; node and npm from Debian) and Django from PyPI with the waitress WSGI server (the admin of
+# the small site in tests/conformance/django_site), each installed once into .cache/apps.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  echo "setup: installing nodejs npm from Debian (conformance suite)"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+if [ ! -f "$APPS/tiddlywiki/node_modules/tiddlywiki/tiddlywiki.js" ]; then
+  echo "setup: installing TiddlyWiki from npm into $APPS/tiddlywiki (conformance suite)"
+  npm install --prefix "$APPS/tiddlywiki" --no-audit --no-fund --loglevel=error "tiddlywiki@5.4.1" >/dev/null
+fi
+if [ ! -d "$APPS/django-venv/lib/python3.12/site-packages/waitress" ]; then
+  echo "setup: installing Django from PyPI into $APPS/django-venv (conformance suite)"
+  "$UV" venv --quiet --allow-existing --python .venv/bin/python "$APPS/django-venv"
+  "$UV" pip install --quiet --python "$APPS/django-venv/bin/python" \
+    "django==6.1.3" "asgiref==3.13.0" "sqlparse==0.6.1" "waitress==3.0.2"
+fi
 .venv/bin/python -m cdp_integration.environment

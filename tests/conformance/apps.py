@@ -1,4 +1,4 @@
-"""Two real web applications, installed from packages, started on free ports in a temp dir.
+"""Four real web applications, installed from packages, started on free ports in a temp dir.
 
 - **DokuWiki** (Debian package ``dokuwiki``): a private copy of ``/usr/share/dokuwiki`` with its own
   ``inc/preload.php`` pointing at a private config and data directory, served by PHP's built-in
@@ -6,8 +6,15 @@
 - **Trac** (PyPI ``trac``, installed by ``scripts/setup.sh`` into ``.cache/apps/trac-venv`` with a
   pristine environment made once in ``.cache/apps/trac-env``): a copy of that environment served by
   ``tracd`` with HTTP basic authentication.
+- **TiddlyWiki** (npm ``tiddlywiki``, installed by ``scripts/setup.sh`` into ``.cache/apps/tiddlywiki``):
+  a single-page application whose whole UI is rendered by JavaScript from the ~2.7 MB page its Node
+  server sends; tiddlers are saved through its HTTP API (``PUT /recipes/default/tiddlers/<title>``)
+  and addressed by hash permalinks (``/#Title``). A fresh wiki folder per run, anonymous writes.
+- **Django admin** (PyPI ``django``, in ``.cache/apps/django-venv`` with the ``waitress`` WSGI server):
+  the stock admin over the one-model site in ``django_site/`` (SQLite made fresh per run, a superuser
+  ``alice``), a server-rendered UI with a login form, forms and the admin's JavaScript widgets.
 
-Both processes are started by the test and stopped by their PID.
+Every process is started by the test and stopped by its PID.
 """
 
 from __future__ import annotations
@@ -24,11 +31,15 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS_CACHE = ROOT / ".cache" / "apps"
 TRAC_VENV = APPS_CACHE / "trac-venv"
 TRAC_TEMPLATE = APPS_CACHE / "trac-env"
+TIDDLYWIKI_BIN = APPS_CACHE / "tiddlywiki" / "node_modules" / "tiddlywiki" / "tiddlywiki.js"
+DJANGO_VENV = APPS_CACHE / "django-venv"
+DJANGO_SITE = Path(__file__).resolve().with_name("django_site")
 DOKUWIKI_SOURCE = Path("/usr/share/dokuwiki")
 DOKUWIKI_PACKAGE_DATA = Path("/var/lib/dokuwiki/data")
 
@@ -56,6 +67,31 @@ def trac_missing() -> str | None:
     if not (TRAC_VENV / "bin" / "tracd").exists() or not (TRAC_TEMPLATE / "VERSION").exists():
         return "Trac is not installed in .cache/apps (scripts/setup.sh installs it)"
     return None
+
+
+def tiddlywiki_missing() -> str | None:
+    if not TIDDLYWIKI_BIN.exists():
+        return "TiddlyWiki is not installed in .cache/apps (scripts/setup.sh installs it)"
+    if shutil.which("node") is None:
+        return "node (Debian nodejs) is not installed (scripts/setup.sh installs it)"
+    return None
+
+
+def django_missing() -> str | None:
+    python = DJANGO_VENV / "bin" / "python"
+    if not python.exists() or not list(DJANGO_VENV.glob("lib/python*/site-packages/waitress")):
+        return "Django is not installed in .cache/apps (scripts/setup.sh installs it)"
+    return None
+
+
+def missing(name: str) -> str | None:
+    """Why application ``name`` cannot run here, or ``None``."""
+    return {
+        "dokuwiki": dokuwiki_missing,
+        "trac": trac_missing,
+        "tiddlywiki": tiddlywiki_missing,
+        "django": django_missing,
+    }[name]()
 
 
 def _free_port() -> int:
@@ -193,6 +229,151 @@ def start_trac(workdir: Path) -> App:
         stop(App("trac", url, process, env))
         raise
     return App("trac", url, process, env)
+
+
+TIDDLERS = {
+    "$:/SiteTitle": ("", "Conformance Notebook"),
+    "$:/DefaultTiddlers": ("", "[[Rivers]]"),
+    "$:/config/AnimationDuration": ("", "0"),
+    "Rivers": (
+        "tags: Index",
+        "Long rivers: [[Nile]], [[Amazon]], [[Yangtze]].\n\nSee also [[Dam inspection]].",
+    ),
+    "Nile": ("tags: River", "The Nile is 6650 km long. It flows north into the Mediterranean."),
+    "Amazon": ("tags: River", "The Amazon is 6400 km long. It carries the most water of any river."),
+    "Yangtze": ("tags: River", "The Yangtze is 6300 km long."),
+    "Dam inspection": (
+        "status: open",
+        '<$checkbox field="status" checked="done" unchecked="open"> Inspection done</$checkbox>\n\n'
+        "The inspection of the Aswan dam is due in spring.",
+    ),
+}
+"""Tiddlers of the fresh wiki: title -> (extra header lines, text). Animation off so the story river
+settles at once (a setting any user can make)."""
+
+
+def _tid_file_name(title: str) -> str:
+    return "".join(c if c.isalnum() or c in " -" else "_" for c in title) + ".tid"
+
+
+def start_tiddlywiki(workdir: Path) -> App:
+    """A fresh wiki folder (the server edition's plugins, the tiddlers above) served by TiddlyWiki's
+    own Node server; anonymous users may read and write, as in its default configuration."""
+    wiki = workdir / "tiddlywiki"
+    (wiki / "tiddlers").mkdir(parents=True)
+    (wiki / "tiddlywiki.info").write_text(
+        '{"plugins": ["tiddlywiki/tiddlyweb", "tiddlywiki/filesystem"],'
+        ' "themes": ["tiddlywiki/vanilla", "tiddlywiki/snowwhite"]}\n'
+    )
+    for title, (header, text) in TIDDLERS.items():
+        fields = f"title: {title}\n" + (header + "\n" if header else "")
+        (wiki / "tiddlers" / _tid_file_name(title)).write_text(f"{fields}\n{text}\n")
+    port = _free_port()
+    process = subprocess.Popen(
+        ["node", str(TIDDLYWIKI_BIN), str(wiki), "--listen", f"port={port}", "host=127.0.0.1"],
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_up(url + "/status", process, timeout=60)
+    except BaseException:
+        stop(App("tiddlywiki", url, process, wiki))
+        raise
+    return App("tiddlywiki", url, process, wiki)
+
+
+_DJANGO_INIT = """
+import django
+django.setup()
+from django.core.management import call_command
+from django.contrib.auth.models import User
+call_command("migrate", verbosity=0)
+call_command("loaddata", "books", verbosity=0)
+User.objects.create_superuser({user!r}, "alice@example.org", {password!r})
+"""
+
+
+def start_django(workdir: Path) -> App:
+    """A fresh SQLite database for ``django_site`` (migrated, the books fixture, superuser ``alice``),
+    served by waitress; the admin is at ``/admin/``."""
+    site = workdir / "django"
+    site.mkdir()
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(DJANGO_SITE),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "DJANGO_SETTINGS_MODULE": "conformance_site.settings",
+        "CONFORMANCE_DJANGO_DB": str(site / "db.sqlite3"),
+    }
+    python = str(DJANGO_VENV / "bin" / "python")
+    subprocess.run(
+        [python, "-c", _DJANGO_INIT.format(user=USER, password=PASSWORD)],
+        check=True,
+        cwd=site,
+        env=env,
+        capture_output=True,
+        timeout=300,
+    )
+    port = _free_port()
+    process = subprocess.Popen(
+        [
+            python,
+            "-m",
+            "waitress",
+            f"--listen=127.0.0.1:{port}",
+            "--threads=4",
+            "conformance_site.wsgi:application",
+        ],
+        cwd=site,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_up(url + "/admin/login/", process, timeout=60)
+    except BaseException:
+        stop(App("django", url, process, site))
+        raise
+    return App("django", url, process, site)
+
+
+def context_options(app: App) -> dict[str, object]:
+    """Keyword arguments for ``browser.new_context`` that ``app`` needs (Trac: HTTP basic auth)."""
+    if app.name == "trac":
+        return {"http_credentials": {"username": USER, "password": PASSWORD}}
+    return {}
+
+
+def sign_in(page: Any, app: App) -> None:
+    """Sign ``page``'s browser context in as ``USER`` the way a person would (TiddlyWiki: anonymous
+    users may write, nothing to do). Leaves the page on the application's signed-in landing page."""
+    if app.name == "dokuwiki":
+        page.goto(app.url + "/doku.php/start?do=login")
+        page.fill("input[name=u]", USER)
+        page.fill("input[name=p]", PASSWORD)
+        with page.expect_navigation():
+            page.click("#dw__login button[type=submit]")
+    elif app.name == "trac":  # HTTP basic auth: the context carries the credentials
+        page.goto(app.url + "/login")
+    elif app.name == "django":
+        page.goto(app.url + "/admin/login/?next=/admin/")
+        page.fill("#id_username", USER)
+        page.fill("#id_password", PASSWORD)
+        with page.expect_navigation():
+            page.click("#login-form input[type=submit]")
+        if not page.url.rstrip("/").endswith("/admin"):
+            raise RuntimeError(f"django: sign-in did not reach the admin index ({page.url})")
+
+
+STARTERS = {
+    "dokuwiki": start_dokuwiki,
+    "trac": start_trac,
+    "tiddlywiki": start_tiddlywiki,
+    "django": start_django,
+}
 
 
 @contextlib.contextmanager
