@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import pwd
@@ -579,20 +580,62 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--llm-api-key", default=None, help="[default: $LLM_API_KEY]")
     webarena_dataset.add_arguments(parser)
     args = parser.parse_args(argv)
-    if args.sdk == "v1" and (args.dataset != "demo" or args.mode != "agent"):
-        parser.error("--sdk v1 runs the agent (--mode agent) on the demo tasks (--dataset demo)")
+    if args.sdk == "v1" and args.mode != "agent":
+        parser.error("--sdk v1 runs the agent (--mode agent); --mode direct is V0's BrowserEnv")
     if args.llm_base_url is not None and args.mode == "direct":
         parser.error("--mode direct plays the scripted actions; it takes no LLM")
     webarena_dataset.check_arguments(parser, args)
     return args
 
 
+def _main_v1(args: argparse.Namespace) -> None:
+    """``--sdk v1``: the same tasks (``task_runner.TaskRun``) driven by an openhands-sdk agent."""
+    import sdk_v1  # this directory's own modules
+    from task_runner import TaskRun, demo_task_run, webarena_task_run
+
+    if args.dataset == "webarena":
+        webarena = webarena_dataset.WebArenaRun(args)
+        try:
+            webarena.prepare()
+        except CDPIntegrationError as exc:
+            print(f"run_infer.py: error: {exc}", file=sys.stderr)
+            sys.exit(2)
+
+        @contextlib.contextmanager
+        def webarena_tasks() -> Iterator[list[TaskRun]]:
+            webarena.configure()
+            yield [
+                webarena_task_run(
+                    spec,
+                    webarena.urls,
+                    webarena.plans.get(spec.task_id, {}),
+                    functools.partial(webarena.before_task, spec),
+                )
+                for spec in webarena.tasks
+            ]
+
+        sdk_v1.main(
+            args,
+            webarena_tasks,
+            private_home=_private_home,
+            dataset="webarena",
+            extra_metadata=webarena.metadata(),
+        )
+        return
+
+    @contextlib.contextmanager
+    def demo_tasks() -> Iterator[list[TaskRun]]:
+        with DemoSite() as site:
+            configure_demo_environment(site.base_url)
+            yield [demo_task_run(task, site.base_url) for task in _selected_tasks(args)]
+
+    sdk_v1.main(args, demo_tasks, private_home=_private_home)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     if args.sdk == "v1":
-        import sdk_v1  # this directory's own module
-
-        sdk_v1.main(args, _selected_tasks(args), private_home=_private_home)
+        _main_v1(args)
         return
     if not enabled():
         # Without the hook, OpenHands' browser process knows no demo task: it would die at gym.make and
