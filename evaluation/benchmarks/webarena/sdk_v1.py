@@ -31,7 +31,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -291,12 +291,11 @@ def run_v1_task(
     workspace: Path,
 ) -> dict[str, Any]:
     """One task with an openhands-sdk agent; returns the fields of its ``output.jsonl`` line."""
+    import v1_tools  # this directory's own module (imports openhands-tools)
     from openhands.sdk import LLM, Agent, Conversation, Tool
     from openhands.sdk.event import ActionEvent, ObservationEvent
     from openhands.sdk.tool.builtins import FinishAction
     from pydantic import SecretStr
-
-    import v1_tools  # this directory's own module (imports openhands-tools)
 
     v1_tools.register()
     executors = v1_tools.WebArenaBrowserToolSet.executors
@@ -502,9 +501,7 @@ def main(
 ) -> None:
     """``run_infer.py --sdk v1``: bad input is one line on stderr and exit code 2."""
     try:
-        output = run(
-            args, tasks, private_home=private_home, dataset=dataset, extra_metadata=extra_metadata
-        )
+        output = run(args, tasks, private_home=private_home, dataset=dataset, extra_metadata=extra_metadata)
     except CDPIntegrationError as exc:
         print(f"run_infer.py: error: {exc}", file=sys.stderr)
         sys.exit(2)

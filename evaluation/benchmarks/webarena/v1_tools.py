@@ -228,4 +228,3 @@ def register() -> None:
 
     if TOOL_SET not in list_registered_tools():
         register_tool(TOOL_SET, WebArenaBrowserToolSet)
-
