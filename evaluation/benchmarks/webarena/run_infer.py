@@ -578,6 +578,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--llm-model", default=None, help=f"litellm model name [default: {SCRIPTED_MODEL}].")
     parser.add_argument("--llm-base-url", default=None, help="A real OpenAI-compatible endpoint.")
     parser.add_argument("--llm-api-key", default=None, help="[default: $LLM_API_KEY]")
+    parser.add_argument(
+        "--llm-stream",
+        action="store_true",
+        help="--sdk v1: stream the model's replies (openhands-sdk's stream=True with a token callback).",
+    )
     webarena_dataset.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.sdk == "v1" and args.mode != "agent":

@@ -304,6 +304,7 @@ def run_v1_task(
     answer: str | None = None
     error: str | None = None
     plan: list[PlannedCall] = []
+    streamed = {"chunks": 0}
     if args.llm_base_url is None:
         plan = plan_calls(task.plans[args.trajectory], task.expand)
     logger = CDPSessionLogger(sessions_dir, instance_id=task.instance_id)
@@ -340,6 +341,9 @@ def run_v1_task(
                     action = calls.get(event.tool_call_id, event.tool_name)
                     logger.capture_state_snapshot("action", action=action)  # never raises
 
+            def on_token(chunk: Any) -> None:
+                streamed["chunks"] += 1
+
             llm = LLM(
                 model=args.llm_model or SCRIPTED_MODEL,
                 base_url=args.llm_base_url or llm_server.base_url,
@@ -349,6 +353,7 @@ def run_v1_task(
                 retry_max_wait=4,
                 timeout=120,
                 usage_id="agent",
+                stream=bool(getattr(args, "llm_stream", False)),
             )
             tool_config = {"cdp_url": chromium.endpoint, "headless": True}
             agent = Agent(llm=llm, tools=[Tool(name=v1_tools.TOOL_SET, params=tool_config)])
@@ -356,6 +361,7 @@ def run_v1_task(
                 agent=agent,
                 workspace=str(workspace),
                 callbacks=[on_event],
+                token_callbacks=[on_token] if llm.stream else None,
                 max_iteration_per_run=args.max_iterations,
                 visualizer=None,
             )
@@ -383,6 +389,7 @@ def run_v1_task(
         "reward": reward,
         "session": path,
         "plan": [call.tool for call in plan],
+        "metrics": {"streamed_chunks": streamed["chunks"]} if getattr(args, "llm_stream", False) else {},
     }
 
 
@@ -434,6 +441,7 @@ def run(
         "llm_config": {
             "model": args.llm_model or SCRIPTED_MODEL,
             "base_url": args.llm_base_url or "scripted",
+            "stream": bool(getattr(args, "llm_stream", False)),
         },
         "max_iterations": args.max_iterations,
         "eval_output_dir": str(output_dir),
@@ -462,7 +470,7 @@ def run(
                 "instruction": task.intent,
                 "instance": {"task_id": task.task_id, "env_id": task.env_id, "plan": result["plan"]},
                 "history": result["history"],
-                "metrics": {},
+                "metrics": result["metrics"],
                 "error": result["error"],
                 "test_result": {
                     "reward": result["reward"],
