@@ -567,6 +567,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--agent-cls", default=AGENT_NAME)
     parser.add_argument("--max-iterations", type=int, default=15)
+    parser.add_argument(
+        "--num-workers",
+        type=int,
+        default=1,
+        help="--sdk v1: tasks run side by side, one Chromium and one agent each; a task that changes a "
+        "site (WebArena-Verified 'mutate', or reset before) never runs beside another on that site.",
+    )
     parser.add_argument("--eval-n-limit", type=int, default=0, help="At most this many tasks (0: all).")
     parser.add_argument("--task-ids", type=int, nargs="*", default=[], help="Only these task ids.")
     parser.add_argument(
@@ -587,6 +594,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.sdk == "v1" and args.mode != "agent":
         parser.error("--sdk v1 runs the agent (--mode agent); --mode direct is V0's BrowserEnv")
+    if args.num_workers < 1:
+        parser.error("--num-workers must be at least 1")
+    if args.num_workers > 1 and args.sdk != "v1":
+        parser.error("--num-workers > 1 is built for --sdk v1 only (V0's BrowserEnv runs one task at a time)")
     if args.llm_base_url is not None and args.mode == "direct":
         parser.error("--mode direct plays the scripted actions; it takes no LLM")
     webarena_dataset.check_arguments(parser, args)
@@ -615,6 +626,7 @@ def _main_v1(args: argparse.Namespace) -> None:
                     webarena.urls,
                     webarena.plans.get(spec.task_id, {}),
                     functools.partial(webarena.before_task, spec),
+                    changes_sites=webarena.changes_sites(spec),
                 )
                 for spec in webarena.tasks
             ]

@@ -43,7 +43,8 @@ from cdp_integration.errors import CDPIntegrationError, DemoTaskError
 from cdp_integration.session.store import SESSION_SUFFIX
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from task_runner import Steps, TaskRun  # this directory's own module
+from scheduler import SiteScheduler  # this directory's own modules
+from task_runner import Steps, TaskRun
 
 __all__ = ["ScriptedToolLLM", "plan_calls", "run_v1_task"]
 
@@ -298,8 +299,7 @@ def run_v1_task(
     from pydantic import SecretStr
 
     v1_tools.register()
-    executors = v1_tools.WebArenaBrowserToolSet.executors
-    executors.clear()
+    registry = v1_tools.WebArenaBrowserToolSet.executors
     history: list[dict[str, Any]] = []
     answer: str | None = None
     error: str | None = None
@@ -319,6 +319,7 @@ def run_v1_task(
     )
     workspace.mkdir(parents=True, exist_ok=True)
     with ChromiumProcess() as chromium:
+        executors = registry.setdefault(chromium.endpoint, [])  # this browser's, made by the tool set
         page = LivePage(chromium.endpoint, _focus(executors))
         try:
             page.set_up(task)
@@ -375,7 +376,7 @@ def run_v1_task(
             with contextlib.suppress(Exception):
                 conversation.close()
         finally:
-            for executor in executors:
+            for executor in registry.pop(chromium.endpoint, []):
                 with contextlib.suppress(Exception):
                     executor.close()
             logger.detach()
@@ -446,47 +447,88 @@ def run(
         "max_iterations": args.max_iterations,
         "eval_output_dir": str(output_dir),
         "dataset": dataset,
-        "details": {"trajectory": args.trajectory, "capture": True},
+        "details": {
+            "trajectory": args.trajectory,
+            "capture": True,
+            "num_workers": int(getattr(args, "num_workers", 1) or 1),
+        },
     } | (extra_metadata or {})
     (output_dir / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
+    workers = max(1, int(getattr(args, "num_workers", 1) or 1))
     with (
         private_home() as home,
         _quiet_environment(),
         _import_time_downloads_dir(),
         tasks() as task_runs,
-        ScriptedToolLLM() as llm_server,
     ):
-        for number, task in enumerate(task_runs):
-            if task.instance_id in done:
-                continue
-            started = time.perf_counter()
-            reset_s = task.reset()
-            (sessions_dir / f"{task.instance_id}{SESSION_SUFFIX}").unlink(missing_ok=True)
-            result = run_v1_task(args, task, llm_server, sessions_dir, home / f"workspace-{number}")
-            duration = round(time.perf_counter() - started, 1)
-            session: Path = result["session"]
-            line = {
-                "instance_id": task.instance_id,
-                "instruction": task.intent,
-                "instance": {"task_id": task.task_id, "env_id": task.env_id, "plan": result["plan"]},
-                "history": result["history"],
-                "metrics": result["metrics"],
-                "error": result["error"],
-                "test_result": {
-                    "reward": result["reward"],
-                    "rewards": [result["reward"]] if result["reward"] is not None else None,
-                    "answer": result["answer"],
-                    "session": session.relative_to(output_dir).as_posix(),
-                },
-                "metadata": metadata | {"duration_s": duration, "reset_s": reset_s},
-            }
-            with open(output, "a") as out:
-                out.write(json.dumps(line, default=str) + "\n")
-            print(
-                f"{task.instance_id}: reward {result['reward']} in {duration} s, session {session}",
-                file=sys.stderr,
-            )
+        pending = [task for task in task_runs if task.instance_id not in done]
+        scheduler = SiteScheduler(pending, sites=lambda t: t.sites, exclusive=lambda t: t.changes_sites)
+        write = threading.Lock()
+        failures: list[BaseException] = []
+        numbers = {task.instance_id: number for number, task in enumerate(task_runs)}
+
+        def worker() -> None:
+            with ScriptedToolLLM() as llm_server:  # one browser, one agent, one scripted model per worker
+                while not failures and (task := scheduler.next()) is not None:
+                    try:
+                        line = _run_one(
+                            args, task, llm_server, sessions_dir, home, numbers, metadata, output_dir
+                        )
+                    except BaseException as exc:  # a failed reset: stop handing out tasks, re-raised below
+                        failures.append(exc)
+                        return
+                    finally:
+                        scheduler.done(task)
+                    with write, open(output, "a") as out:
+                        out.write(json.dumps(line, default=str) + "\n")
+
+        threads = [threading.Thread(target=worker, name=f"v1-worker-{n}") for n in range(workers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if failures:
+            raise failures[0]
     return output
+
+
+def _run_one(
+    args: argparse.Namespace,
+    task: TaskRun,
+    llm_server: ScriptedToolLLM,
+    sessions_dir: Path,
+    home: Path,
+    numbers: dict[str, int],
+    metadata: dict[str, Any],
+    output_dir: Path,
+) -> dict[str, Any]:
+    """Reset, run and score one task; its ``output.jsonl`` line."""
+    started = time.perf_counter()
+    reset_s = task.reset()
+    (sessions_dir / f"{task.instance_id}{SESSION_SUFFIX}").unlink(missing_ok=True)
+    workspace = home / f"workspace-{numbers[task.instance_id]}"
+    result = run_v1_task(args, task, llm_server, sessions_dir, workspace)
+    duration = round(time.perf_counter() - started, 1)
+    session: Path = result["session"]
+    print(
+        f"{task.instance_id}: reward {result['reward']} in {duration} s, session {session}",
+        file=sys.stderr,
+    )
+    return {
+        "instance_id": task.instance_id,
+        "instruction": task.intent,
+        "instance": {"task_id": task.task_id, "env_id": task.env_id, "plan": result["plan"]},
+        "history": result["history"],
+        "metrics": result["metrics"],
+        "error": result["error"],
+        "test_result": {
+            "reward": result["reward"],
+            "rewards": [result["reward"]] if result["reward"] is not None else None,
+            "answer": result["answer"],
+            "session": session.relative_to(output_dir).as_posix(),
+        },
+        "metadata": metadata | {"duration_s": duration, "reset_s": reset_s},
+    }
 
 
 def _versions() -> dict[str, str]:

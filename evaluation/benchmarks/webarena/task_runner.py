@@ -42,6 +42,12 @@ class TaskRun:
     """``sign_in(site, page)``: sign in to one site from a Playwright page (a tab of its own)."""
     reset: Callable[[], float | None] = field(default=lambda: None)
     """Reset what the task changes; the seconds it took, or None when nothing ran."""
+    changes_sites: bool = True
+    """Whether the task changes its sites (or is reset before): it then runs alone on them."""
+
+    @property
+    def sites(self) -> tuple[str, ...]:
+        return tuple(self.config.get("sites") or ())
 
     @property
     def intent(self) -> str:
@@ -86,6 +92,7 @@ def demo_task_run(task: DemoTask, base_url: str) -> TaskRun:
         # the demo signs in only where the config asks (its other sites are aliases of the shop)
         sign_in=lambda site, page: instance.ui_login(site, page) if config.get("require_login") else None,
         reset=reset,
+        changes_sites=True,  # one shop, reset before every task
     )
 
 
@@ -94,6 +101,7 @@ def webarena_task_run(
     urls: dict[str, str],
     plans: dict[str, Steps],
     reset: Callable[[], float | None],
+    changes_sites: bool,
 ) -> TaskRun:
     """One of WebArena's 812 tasks on the deployment at ``urls`` (``{"SHOPPING": url, ...}``).
 
@@ -118,4 +126,5 @@ def webarena_task_run(
         plans=plans,
         sign_in=sign_in,
         reset=reset,
+        changes_sites=changes_sites,
     )

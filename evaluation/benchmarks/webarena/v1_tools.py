@@ -205,8 +205,9 @@ async def _press_key(session: Any, keys: str, index: int | None) -> tuple[str, b
 class WebArenaBrowserToolSet(ToolDefinition[BrowserAction, BrowserObservation]):
     """The browser tools of one conversation: the stock ones and the added ones on one executor."""
 
-    executors: ClassVar[list[WebArenaBrowserExecutor]] = []
-    """Every executor made, so the harness closes each conversation's at its end."""
+    executors: ClassVar[dict[str, list[WebArenaBrowserExecutor]]] = {}
+    """The executors made, by ``cdp_url`` (one browser per worker), so the harness closes each
+    conversation's at its end."""
 
     @classmethod
     def create(  # type: ignore[override]
@@ -215,7 +216,7 @@ class WebArenaBrowserToolSet(ToolDefinition[BrowserAction, BrowserObservation]):
         executor = WebArenaBrowserExecutor(
             full_output_save_dir=conv_state.env_observation_persistence_dir, **config
         )
-        cls.executors.append(executor)
+        cls.executors.setdefault(str(config.get("cdp_url")), []).append(executor)
         tools: list[ToolDefinition[Any, Any]] = []
         for tool in (*STOCK_TOOLS, *ADDED_TOOLS):
             tools.extend(tool.create(executor))  # type: ignore[arg-type]
