@@ -32,6 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from threading import Thread
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -59,7 +60,14 @@ def deployment() -> Iterator[tuple[StandIns, str]]:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                sites.reset()
+                # only the task's sites, as a real per-site reset: tasks on other sites may be running
+                names = parse_qs(urlsplit(self.path).query).get("sites", [""])[0].split(",")
+                for name in names:
+                    site = sites.sites.get(name)
+                    if site is not None:
+                        with site.app.lock:
+                            site.app.sessions.clear()
+                            site.app.reset()
                 self.send_response(200)
                 self.send_header("content-length", "0")
                 self.end_headers()
@@ -91,18 +99,27 @@ class Run:
     environ: dict[str, str]
     lines: dict[int, dict[str, Any]]
     task_ids: tuple[int, ...]
+    workers: int
+    seconds: float
 
 
-@pytest.fixture(scope="module", params=[("success", 1.0), ("failure", 0.0)], ids=["success", "failure"])
+RUNS = [("success", 1.0, 1), ("failure", 0.0, 1)] + (
+    [("success", 1.0, 2), ("failure", 0.0, 2)] if ALL else []
+)
+"""(trajectory, expected score, --num-workers); with all 41 ids, each trajectory at N=2 too."""
+FINISHED: dict[tuple[str, int], Run] = {}
+
+
+@pytest.fixture(scope="module", params=RUNS, ids=[f"{t}-n{n}" for t, _, n in RUNS])
 def v1_run(
     request: pytest.FixtureRequest,
     deployment: tuple[StandIns, str],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Run:
-    trajectory, expected = request.param
+    trajectory, expected, workers = request.param
     task_ids = CURATED if ALL else SUBSET[trajectory]
     sites, reset_url = deployment
-    root = tmp_path_factory.mktemp(f"webarena-v1-{trajectory}")
+    root = tmp_path_factory.mktemp(f"webarena-v1-{trajectory}-n{workers}")
     output, home, tmp = root / "run", root / "home", root / "tmp"
     home.mkdir()
     tmp.mkdir()
@@ -132,6 +149,8 @@ def v1_run(
         f"{sys.executable} -c {json.dumps(RESET_SCRIPT)}",
         "--reset-when",
         "always",
+        "--num-workers",
+        str(workers),
         "--task-ids",
         *map(str, task_ids),
     ]
@@ -151,9 +170,9 @@ def v1_run(
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+    seconds = time.perf_counter() - started
     print(
-        f"\nrun_infer --sdk v1 --dataset webarena ({trajectory}, {len(task_ids)} tasks): "
-        f"{time.perf_counter() - started:.1f} s"
+        f"\nrun_infer --sdk v1 --dataset webarena ({trajectory}, {len(task_ids)} tasks, N={workers}): {seconds:.1f} s"
     )
     assert process.returncode == 0, stderr[-4000:]
     assert wait_for_no_marked_processes(marker) == []
@@ -162,7 +181,9 @@ def v1_run(
     for text in (output / "output.jsonl").read_text().splitlines():
         line = json.loads(text)
         lines[line["instance"]["task_id"]] = line
-    return Run(trajectory, expected, output, environ, lines, task_ids)
+    run = Run(trajectory, expected, output, environ, lines, task_ids, workers, seconds)
+    FINISHED[(trajectory, workers)] = run
+    return run
 
 
 def _eval_infer(run: Run, *options: str) -> dict[int, dict[str, Any]]:
@@ -238,3 +259,14 @@ def test_verified_scorer_equals_webarena_verifieds_own_cli(v1_run: Run, tmp_path
             ours[task.task_id],
         )
     assert sorted(t.task_id for t in exported) == sorted(v1_run.task_ids)
+
+
+def test_same_scores_at_any_number_of_workers(v1_run: Run) -> None:
+    """``--num-workers 2`` writes the same score per task as one worker (the N=1 run came first)."""
+    if v1_run.workers == 1:
+        pytest.skip("compared from the --num-workers 2 run")
+    single = FINISHED[(v1_run.trajectory, 1)]
+    assert {t: line["test_result"]["reward"] for t, line in v1_run.lines.items()} == {
+        t: line["test_result"]["reward"] for t, line in single.lines.items()
+    }
+    print(f"wall time N=2 / N=1 ({v1_run.trajectory}): {v1_run.seconds / single.seconds:.2f}")
