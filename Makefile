@@ -20,9 +20,11 @@ test: setup
 # Real WebArena task ids against the stand-in sites (issue 11), too long for `make test`: the live parity
 # of all 41 curated tasks (82 episodes in BrowserGym's own webarena envs, then scored offline) and
 # run_infer.py --dataset webarena end to end (direct and agent mode) with eval_infer on its output.
+# OpenHands V1 (.venv-v1) on all 41 ids too: run_infer --sdk v1 --dataset webarena, success and failure.
 test-webarena: setup
-	CDP_TEST_WEBARENA_TASKS=all CDP_TEST_RUN_INFER_WEBARENA=1 .venv/bin/python -m pytest -q --durations=10 \
-		tests/integration/test_webarena_parity.py tests/integration/test_webarena_run_infer.py
+	CDP_TEST_WEBARENA_TASKS=all CDP_TEST_RUN_INFER_WEBARENA=1 CDP_TEST_WEBARENA_V1=all .venv/bin/python -m pytest -q \
+		--durations=10 tests/integration/test_webarena_parity.py tests/integration/test_webarena_run_infer.py \
+		tests/integration/test_webarena_v1.py
 
 # A plain-pip install of the built wheel in a fresh venv scores the golden sessions (needs PyPI).
 check-wheel:

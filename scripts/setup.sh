@@ -40,6 +40,12 @@ fi
 
 "$UV" sync --locked --all-extras --quiet --python "$PY312"   # the openhands extra too: the tests need it
 
+# OpenHands V1 (current openhands-sdk / openhands-tools and the browser-use they work with) in a venv of
+# its own, .venv-v1, from its own lock: openhands-ai 1.6.0 (V0, in .venv) pins the old SDK. This project
+# is installed there too (editable, without the openhands extra), so capture and scoring work in it.
+UV_PROJECT_ENVIRONMENT="$PWD/.venv-v1" "$UV" sync --locked --quiet --python "$PY312" \
+  --project evaluation/benchmarks/webarena/v1env
+
 # The real applications of the conformance suite (tests/conformance): DokuWiki from Debian (served by
 # PHP's built-in server from a private copy in a temp dir; php-cgi satisfies the php package without
 # pulling in Apache) and Trac from PyPI in its own virtualenv, with a pristine environment made once.

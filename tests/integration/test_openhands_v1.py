@@ -1,8 +1,11 @@
 """OpenHands V1: ``run_infer.py --sdk v1`` (openhands-sdk ``Agent``, openhands-tools' browser tool over
 browser-use, all unmodified) on our Chromium, captured over CDP, then ``eval_infer.py`` offline.
 
-Three demo tasks, one per evaluator kind: string_match (10000), url_match (10014), program_html whose
-evaluator opens another URL than the agent's last page (10036: ``/cart``). The scripted LLM plays each
+The run is in the V1 environment, ``.venv-v1`` (current openhands-sdk / openhands-tools, built by
+``scripts/setup.sh`` from ``evaluation/benchmarks/webarena/v1env``); this test and ``eval_infer.py``
+run in the V0 one. Three demo tasks, one per evaluator kind: string_match (10000), url_match
+(10014), program_html whose evaluator opens another URL than the agent's last page (10036:
+``/cart``). (The added tools are played on real task ids: ``test_webarena_v1.py``.) The scripted LLM plays each
 task's success trajectory, then its failure trajectory, as native tool calls; the live score is the
 official evaluator's one run on the final state (the session's probe), and offline scoring of the
 saved session must give the same number. Every process the run starts carries a marker variable and
@@ -40,6 +43,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore:grpcio
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "evaluation" / "benchmarks" / "webarena"
 TASKS = {10000: "string_match", 10014: "url_match", 10036: "program_html"}
+V1_PYTHON = REPO / ".venv-v1" / "bin" / "python"
+"""The V1 environment's interpreter (``scripts/setup.sh``)."""
+V1_RELEASE = "1.58."
+"""The openhands-sdk / openhands-tools release line the V1 environment locks."""
 SKU = "DS-HK-003"
 """Task 10000's reference answer (the skillet's SKU)."""
 
@@ -69,10 +76,11 @@ def v1_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         "TMPDIR": str(tmp),
         MARKER: marker,
     }
+    assert V1_PYTHON.exists(), "no V1 environment: run scripts/setup.sh"
     started = time.perf_counter()
     run = subprocess.run(
         [
-            sys.executable,
+            str(V1_PYTHON),
             str(SCRIPTS / "run_infer.py"),
             "--sdk",
             "v1",
@@ -105,10 +113,13 @@ def test_run_infer_sdk_v1_then_eval_infer(v1_run: V1Run) -> None:
         json.loads(text)["instance_id"]: json.loads(text)
         for text in (output / "output.jsonl").read_text().splitlines()
     }
-    assert sorted(lines) == [f"webarena_demo.{task_id}" for task_id in TASKS]
+    assert sorted(lines) == sorted(f"webarena_demo.{task_id}" for task_id in TASKS)
     live: dict[str, float | None] = {}
     for instance_id, line in lines.items():
         assert line["error"] is None and line["metadata"]["sdk"] == "v1"
+        versions = line["metadata"]["sdk_versions"]
+        assert versions["openhands-sdk"].startswith(V1_RELEASE), versions
+        assert versions["openhands-tools"].startswith(V1_RELEASE), versions
         tools = [entry["tool"] for entry in line["history"]]
         assert tools == line["instance"]["plan"] and tools[-1] == "finish"
         session = load_session(output / line["test_result"]["session"])

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import pwd
@@ -544,6 +545,97 @@ def run(args: argparse.Namespace, webarena: webarena_dataset.WebArenaRun | None 
     return output
 
 
+_PER_RUN_OPTIONS = {"--output-dir": 1, "--eval-output-dir": 1, "--num-workers": 1, "--eval-n-limit": 1}
+
+
+def _child_argv(argv: list[str]) -> list[str]:
+    """``argv`` less the options a one-task child gets its own values for (and ``--task-ids``)."""
+    kept: list[str] = []
+    number = 0
+    while number < len(argv):
+        token = argv[number]
+        name = token.split("=", 1)[0]
+        number += 1
+        if name == "--task-ids":
+            while "=" not in token and number < len(argv) and not argv[number].startswith("-"):
+                number += 1  # its values
+        elif name in _PER_RUN_OPTIONS:
+            number += 0 if "=" in token else _PER_RUN_OPTIONS[name]
+        else:
+            kept.append(token)
+    return kept
+
+
+def run_v0_in_parallel(
+    args: argparse.Namespace, argv: list[str], webarena: webarena_dataset.WebArenaRun | None
+) -> Path:
+    """V0 with ``--num-workers N``: one child ``run_infer.py`` per task (its own OpenHands, BrowserEnv
+    and Chromium), at most N at a time, scheduled by ``SiteScheduler`` (a task that changes a site
+    never beside another on it); each child's line and session join this run's output."""
+    from scheduler import SiteScheduler  # this directory's own module
+
+    output_dir: Path = args.output_dir.resolve()
+    (output_dir / "sessions").mkdir(parents=True, exist_ok=True)
+    output = output_dir / "output.jsonl"
+    done = _done_instances(output)
+    tasks: list[Any] = (
+        webarena.select(done)
+        if webarena
+        else [t for t in _selected_tasks(args) if _instance_id(t) not in done]
+    )
+
+    def changes_sites(task: Any) -> bool:
+        return webarena.changes_sites(task) if webarena else True  # the demo: one shop reset per task
+
+    scheduler = SiteScheduler(
+        tasks, sites=lambda t: tuple(t.config.get("sites") or ()), exclusive=changes_sites
+    )
+    child_argv = _child_argv(argv)
+    write = threading.Lock()
+    failures: list[str] = []
+    parts = Path(tempfile.mkdtemp(prefix="run-infer-parts-", dir=output_dir))
+
+    def worker() -> None:
+        while not failures and (task := scheduler.next()) is not None:
+            part = parts / str(task.task_id)
+            try:
+                completed = subprocess.run(
+                    [sys.executable, str(Path(__file__).resolve()), *child_argv, "--output-dir", str(part),
+                     "--task-ids", str(task.task_id)],
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )  # fmt: skip
+            finally:
+                scheduler.done(task)
+            sys.stderr.write(completed.stderr[-2000:] if completed.returncode else "")
+            if completed.returncode != 0:
+                failures.append(f"task {task.task_id}: exit {completed.returncode}")
+                return
+            with write:
+                if not (output_dir / "metadata.json").exists():
+                    (part / "metadata.json").replace(output_dir / "metadata.json")
+            for text in (part / "output.jsonl").read_text().splitlines():
+                line = json.loads(text)
+                session = line["test_result"].get("session")
+                if session:
+                    (part / session).replace(output_dir / session)
+                with write, open(output, "a") as out:
+                    out.write(json.dumps(line, default=str) + "\n")
+                print(f"{line['instance_id']}: reward {line['test_result']['reward']}", file=sys.stderr)
+
+    threads = [threading.Thread(target=worker, name=f"v0-worker-{n}") for n in range(args.num_workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    shutil.rmtree(parts, ignore_errors=True)
+    if failures:
+        print(f"run_infer.py: error: {'; '.join(failures)}", file=sys.stderr)
+        sys.exit(2)
+    return output
+
+
 def _instance_id(task: DemoTask) -> str:
     return task.env_id.removeprefix("browsergym/")
 
@@ -566,6 +658,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--agent-cls", default=AGENT_NAME)
     parser.add_argument("--max-iterations", type=int, default=15)
+    parser.add_argument(
+        "--num-workers",
+        type=int,
+        default=1,
+        help="--sdk v1: tasks run side by side, one Chromium and one agent each; a task that changes a "
+        "site (WebArena-Verified 'mutate', or reset before) never runs beside another on that site.",
+    )
     parser.add_argument("--eval-n-limit", type=int, default=0, help="At most this many tasks (0: all).")
     parser.add_argument("--task-ids", type=int, nargs="*", default=[], help="Only these task ids.")
     parser.add_argument(
@@ -577,22 +676,72 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--llm-model", default=None, help=f"litellm model name [default: {SCRIPTED_MODEL}].")
     parser.add_argument("--llm-base-url", default=None, help="A real OpenAI-compatible endpoint.")
     parser.add_argument("--llm-api-key", default=None, help="[default: $LLM_API_KEY]")
+    parser.add_argument(
+        "--llm-stream",
+        action="store_true",
+        help="--sdk v1: stream the model's replies (openhands-sdk's stream=True with a token callback).",
+    )
     webarena_dataset.add_arguments(parser)
     args = parser.parse_args(argv)
-    if args.sdk == "v1" and (args.dataset != "demo" or args.mode != "agent"):
-        parser.error("--sdk v1 runs the agent (--mode agent) on the demo tasks (--dataset demo)")
+    if args.sdk == "v1" and args.mode != "agent":
+        parser.error("--sdk v1 runs the agent (--mode agent); --mode direct is V0's BrowserEnv")
+    if args.num_workers < 1:
+        parser.error("--num-workers must be at least 1")
     if args.llm_base_url is not None and args.mode == "direct":
         parser.error("--mode direct plays the scripted actions; it takes no LLM")
     webarena_dataset.check_arguments(parser, args)
     return args
 
 
+def _main_v1(args: argparse.Namespace) -> None:
+    """``--sdk v1``: the same tasks (``task_runner.TaskRun``) driven by an openhands-sdk agent."""
+    import sdk_v1  # this directory's own modules
+    from task_runner import TaskRun, demo_task_run, webarena_task_run
+
+    if args.dataset == "webarena":
+        webarena = webarena_dataset.WebArenaRun(args)
+        try:
+            webarena.prepare()
+        except CDPIntegrationError as exc:
+            print(f"run_infer.py: error: {exc}", file=sys.stderr)
+            sys.exit(2)
+
+        @contextlib.contextmanager
+        def webarena_tasks() -> Iterator[list[TaskRun]]:
+            webarena.configure()
+            yield [
+                webarena_task_run(
+                    spec,
+                    webarena.urls,
+                    webarena.plans.get(spec.task_id, {}),
+                    functools.partial(webarena.before_task, spec),
+                    changes_sites=webarena.changes_sites(spec),
+                )
+                for spec in webarena.tasks
+            ]
+
+        sdk_v1.main(
+            args,
+            webarena_tasks,
+            private_home=_private_home,
+            dataset="webarena",
+            extra_metadata=webarena.metadata(),
+        )
+        return
+
+    @contextlib.contextmanager
+    def demo_tasks() -> Iterator[list[TaskRun]]:
+        with DemoSite() as site:
+            configure_demo_environment(site.base_url)
+            yield [demo_task_run(task, site.base_url) for task in _selected_tasks(args)]
+
+    sdk_v1.main(args, demo_tasks, private_home=_private_home)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     if args.sdk == "v1":
-        import sdk_v1  # this directory's own module
-
-        sdk_v1.main(args, _selected_tasks(args), private_home=_private_home)
+        _main_v1(args)
         return
     if not enabled():
         # Without the hook, OpenHands' browser process knows no demo task: it would die at gym.make and
@@ -609,6 +758,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         except CDPIntegrationError as exc:
             print(f"run_infer.py: error: {exc}", file=sys.stderr)
             sys.exit(2)
+    if args.num_workers > 1:
+        output = run_v0_in_parallel(args, list(sys.argv[1:] if argv is None else argv), webarena)
+        print(f"wrote {output}")
+        return
     try:
         output = run(args, webarena)
     except CDPIntegrationError as exc:  # a failed reset: the tasks before it are in output.jsonl

@@ -1,5 +1,9 @@
 """``run_infer.py --sdk v1``: an OpenHands V1 agent (openhands-sdk + openhands-tools' browser tool).
 
+Runs in the V1 environment (``.venv-v1``: current openhands-sdk / openhands-tools and the
+browser-use they use; see ``v1env/pyproject.toml``), on the demo tasks or on WebArena's real task
+ids (``--dataset webarena``), each a ``task_runner.TaskRun``.
+
 OpenHands V1 has no BrowserGym and no Playwright: its browser tool drives Chromium through
 browser-use over raw CDP. So this driver owns the browser: per task it starts a Chromium with a
 DevTools port (``ChromiumProcess``), signs in and opens the task's start page over a Playwright
@@ -12,7 +16,8 @@ agent's ``finish`` message; the official evaluator runs once on the final live s
 
 Unless ``--llm-base-url`` names a real model, the LLM is ``ScriptedToolLLM``: a local
 OpenAI-compatible endpoint answering with native tool calls of the V1 browser tools that play the
-task's scripted trajectory. browser-use numbers elements by their DOM backend node id, so a scripted
+task's scripted trajectory. The tool set (``v1_tools``) adds ``browser_select_option`` and
+``browser_press_key`` to the stock tools, so a real model has them too. browser-use numbers elements by their DOM backend node id, so a scripted
 step's CSS selector is resolved to that id on the live page when the call is due, after a
 ``browser_get_state`` that makes browser-use index the page, as a real agent would read it.
 """
@@ -26,7 +31,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -34,32 +39,16 @@ from typing import Any
 
 from cdp_integration.capture.cdp_attach import BrowserThread, ChromiumProcess
 from cdp_integration.capture.logger import CDPSessionLogger
-from cdp_integration.demo.tasks import DemoTask, DemoWebArenaInstance, instantiate_config, site_urls
-from cdp_integration.errors import DemoTaskError
+from cdp_integration.errors import CDPIntegrationError, DemoTaskError
 from cdp_integration.session.store import SESSION_SUFFIX
 
-__all__ = ["BROWSER_TOOLS", "ScriptedToolLLM", "plan_calls", "run_v1_task"]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scheduler import SiteScheduler  # this directory's own modules
+from task_runner import Steps, TaskRun
+
+__all__ = ["ScriptedToolLLM", "plan_calls", "run_v1_task"]
 
 SCRIPTED_MODEL = "openai/scripted-demo-agent"
-TOOL_SET = "WebArenaBrowserToolSet"
-"""Our registration of openhands-tools' browser tools, with one executor per conversation."""
-BROWSER_TOOLS = frozenset(
-    {
-        "browser_navigate",
-        "browser_click",
-        "browser_type",
-        "browser_get_state",
-        "browser_get_content",
-        "browser_scroll",
-        "browser_go_back",
-        "browser_list_tabs",
-        "browser_switch_tab",
-        "browser_close_tab",
-        "browser_get_storage",
-        "browser_set_storage",
-    }
-)
-"""Tools whose observation is a browser state worth a captured step."""
 _QUIET_ENVIRONMENT = {
     "ANONYMIZED_TELEMETRY": "false",
     "BROWSER_USE_CLOUD_SYNC": "false",
@@ -81,13 +70,14 @@ class PlannedCall:
     answer_selector: str | None = None
 
 
-def plan_calls(steps: Sequence[Sequence[str]], base_url: str) -> list[PlannedCall]:
-    """The V1 tool calls playing scripted demo steps; ``DemoTaskError`` for a verb V1 cannot play."""
+def plan_calls(steps: Steps, expand: Callable[[str], str]) -> list[PlannedCall]:
+    """The V1 tool calls playing scripted steps (``expand`` fills in a step's URL); ``DemoTaskError``
+    for a verb V1 cannot play."""
     calls: list[PlannedCall] = []
     answered = False
     for verb, *args in steps:
         if verb == "goto":
-            calls.append(PlannedCall("browser_navigate", {"url": base_url + args[0]}))
+            calls.append(PlannedCall("browser_navigate", {"url": expand(args[0])}))
         elif verb == "click":
             calls += [
                 PlannedCall("browser_get_state", {}),
@@ -97,6 +87,16 @@ def plan_calls(steps: Sequence[Sequence[str]], base_url: str) -> list[PlannedCal
             calls += [
                 PlannedCall("browser_get_state", {}),
                 PlannedCall("browser_type", {"text": args[1]}, selector=args[0]),
+            ]
+        elif verb == "select":
+            calls += [
+                PlannedCall("browser_get_state", {}),
+                PlannedCall("browser_select_option", {"option": args[1]}, selector=args[0]),
+            ]
+        elif verb == "press":
+            calls += [
+                PlannedCall("browser_get_state", {}),
+                PlannedCall("browser_press_key", {"keys": args[1]}, selector=args[0]),
             ]
         elif verb == "go_back":
             calls.append(PlannedCall("browser_go_back", {}))
@@ -157,19 +157,9 @@ class LivePage:
     def inner_text(self, selector: str) -> str:
         return self.thread.call(lambda: str(self._page().inner_text(selector, timeout=5000)).strip())
 
-    def set_up(self, task: DemoTask, base_url: str) -> None:
-        """What BrowserGym's WebArena task does at reset: sign in to the task's sites, open its start URL."""
-        config = instantiate_config(task.config, base_url)
-
-        def run() -> None:
-            page = self.thread.browser.contexts[0].pages[0]
-            if config.get("require_login"):
-                instance = DemoWebArenaInstance(base_url)
-                for site in config["sites"]:
-                    instance.ui_login(site, page)
-            page.goto(config["start_url"].split(" |AND| ")[0])
-
-        self.thread.call(run)
+    def set_up(self, task: TaskRun) -> None:
+        """What BrowserGym's WebArena task does at reset, on the browser's first tab (``TaskRun.set_up``)."""
+        self.thread.call(lambda: task.set_up(self.thread.browser.contexts[0].pages[0]))
 
     def close(self) -> None:
         self.thread.close()
@@ -269,40 +259,6 @@ class ScriptedToolLLM:
 # -- one episode ------------------------------------------------------------------------------------
 
 
-_EXECUTORS: list[Any] = []
-"""The browser tool executors our tool set made, so each conversation's is closed at its end."""
-
-
-def _browser_tool_set(conv_state: Any, **config: Any) -> list[Any]:
-    """openhands-tools' browser tools on a fresh ``BrowserToolExecutor(**config)``.
-
-    ``BrowserToolSet`` keeps one executor per process (its config is ignored after the first), but
-    each task here has its own browser.
-    """
-    from openhands.tools.browser_use import definition
-    from openhands.tools.browser_use.impl import BrowserToolExecutor
-
-    executor = BrowserToolExecutor(full_output_save_dir=conv_state.env_observation_persistence_dir, **config)
-    _EXECUTORS.append(executor)
-    tools: list[Any] = []
-    for tool in (
-        definition.BrowserNavigateTool,
-        definition.BrowserClickTool,
-        definition.BrowserGetStateTool,
-        definition.BrowserGetContentTool,
-        definition.BrowserTypeTool,
-        definition.BrowserScrollTool,
-        definition.BrowserGoBackTool,
-        definition.BrowserListTabsTool,
-        definition.BrowserSwitchTabTool,
-        definition.BrowserCloseTabTool,
-        definition.BrowserGetStorageTool,
-        definition.BrowserSetStorageTool,
-    ):
-        tools.extend(tool.create(executor))
-    return tools
-
-
 def _focus(executor_holder: list[Any]) -> Callable[[], str | None]:
     def focus() -> str | None:
         for executor in executor_holder:
@@ -330,43 +286,47 @@ def _quiet_environment() -> Iterator[None]:
 
 def run_v1_task(
     args: argparse.Namespace,
-    task: DemoTask,
-    base_url: str,
+    task: TaskRun,
     llm_server: ScriptedToolLLM,
     sessions_dir: Path,
     workspace: Path,
 ) -> dict[str, Any]:
     """One task with an openhands-sdk agent; returns the fields of its ``output.jsonl`` line."""
-    import requests
-    from openhands.sdk import LLM, Agent, Conversation, Tool, register_tool
+    import v1_tools  # this directory's own module (imports openhands-tools)
+    from openhands.sdk import LLM, Agent, Conversation, Tool
     from openhands.sdk.event import ActionEvent, ObservationEvent
     from openhands.sdk.tool.builtins import FinishAction
     from pydantic import SecretStr
 
-    instance_id = task.env_id.removeprefix("browsergym/")
-    config = instantiate_config(task.config, base_url)
-    urls = site_urls(base_url)
-    requests.post(f"{base_url}/init", timeout=10).raise_for_status()  # the task's reset shop
-    register_tool(TOOL_SET, _browser_tool_set)
-    executors = _EXECUTORS
-    executors.clear()
+    v1_tools.register()
+    registry = v1_tools.WebArenaBrowserToolSet.executors
     history: list[dict[str, Any]] = []
     answer: str | None = None
     error: str | None = None
-    logger = CDPSessionLogger(sessions_dir, instance_id=instance_id)
+    plan: list[PlannedCall] = []
+    streamed = {"chunks": 0}
+    if args.llm_base_url is None:
+        plan = plan_calls(task.plans[args.trajectory], task.expand)
+    logger = CDPSessionLogger(sessions_dir, instance_id=task.instance_id)
     logger.task.update(
-        {"config": config, "task_id": task.task_id, "goal": config["intent"], "site_urls": urls, "sdk": "v1"}
+        {
+            "config": task.config,
+            "task_id": task.task_id,
+            "goal": task.intent,
+            "site_urls": task.site_urls,
+            "sdk": "v1",
+        }
     )
     workspace.mkdir(parents=True, exist_ok=True)
     with ChromiumProcess() as chromium:
+        executors = registry.setdefault(chromium.endpoint, [])  # this browser's, made by the tool set
         page = LivePage(chromium.endpoint, _focus(executors))
         try:
-            page.set_up(task, base_url)
+            page.set_up(task)
             logger.attach_to_cdp(chromium.endpoint, active_target=_focus(executors))
             logger.capture_state_snapshot("reset")
-            if args.llm_base_url is None:
-                llm_server.plan = plan_calls(getattr(task, args.trajectory), base_url)
-                llm_server.page = page
+            llm_server.plan = plan
+            llm_server.page = page
 
             calls: dict[str, str] = {}
 
@@ -378,9 +338,12 @@ def run_v1_task(
                     arguments = event.action.model_dump(mode="json", exclude={"kind"}) if event.action else {}
                     history.append({"tool": event.tool_name, "arguments": arguments})
                     calls[event.tool_call_id] = f"{event.tool_name}({json.dumps(arguments, sort_keys=True)})"
-                elif isinstance(event, ObservationEvent) and event.tool_name in BROWSER_TOOLS:
+                elif isinstance(event, ObservationEvent) and event.tool_name in v1_tools.BROWSER_TOOLS:
                     action = calls.get(event.tool_call_id, event.tool_name)
                     logger.capture_state_snapshot("action", action=action)  # never raises
+
+            def on_token(chunk: Any) -> None:
+                streamed["chunks"] += 1
 
             llm = LLM(
                 model=args.llm_model or SCRIPTED_MODEL,
@@ -391,27 +354,29 @@ def run_v1_task(
                 retry_max_wait=4,
                 timeout=120,
                 usage_id="agent",
+                stream=bool(getattr(args, "llm_stream", False)),
             )
             tool_config = {"cdp_url": chromium.endpoint, "headless": True}
-            agent = Agent(llm=llm, tools=[Tool(name=TOOL_SET, params=tool_config)])
+            agent = Agent(llm=llm, tools=[Tool(name=v1_tools.TOOL_SET, params=tool_config)])
             conversation: Any = Conversation(
                 agent=agent,
                 workspace=str(workspace),
                 callbacks=[on_event],
+                token_callbacks=[on_token] if llm.stream else None,
                 max_iteration_per_run=args.max_iterations,
                 visualizer=None,
             )
             try:
-                conversation.send_message(str(config["intent"]))
+                conversation.send_message(task.intent)
                 conversation.run()
             except Exception as exc:  # the episode ends; it is still scored and saved
                 error = f"{type(exc).__name__}: {exc}"
-            probe = logger.run_evaluation_probe(config, answer=answer)
-            path = logger.save_session(instance_id, final_answer=answer)
+            probe = logger.run_evaluation_probe(task.config, answer=answer)
+            path = logger.save_session(task.instance_id, final_answer=answer)
             with contextlib.suppress(Exception):
                 conversation.close()
         finally:
-            for executor in executors:
+            for executor in registry.pop(chromium.endpoint, []):
                 with contextlib.suppress(Exception):
                     executor.close()
             logger.detach()
@@ -419,13 +384,13 @@ def run_v1_task(
             llm_server.page = None
     reward = probe.score if probe is not None else None
     return {
-        "instance_id": instance_id,
         "history": history,
         "answer": answer,
         "error": error,
         "reward": reward,
         "session": path,
-        "plan": [call.tool for call in llm_server.plan] if args.llm_base_url is None else [],
+        "plan": [call.tool for call in plan],
+        "metrics": {"streamed_chunks": streamed["chunks"]} if getattr(args, "llm_stream", False) else {},
     }
 
 
@@ -452,16 +417,19 @@ def _import_time_downloads_dir() -> Iterator[None]:
                 Path(DEFAULT_BROWSER_PROFILE.downloads_path).rmdir()
 
 
+TaskSource = Callable[[], contextlib.AbstractContextManager[list[TaskRun]]]
+"""Enters the dataset's sites (the demo shop, or nothing for a deployment) and yields its tasks."""
+
+
 def run(
     args: argparse.Namespace,
-    tasks: Sequence[DemoTask],
+    tasks: TaskSource,
     *,
     private_home: Callable[[], contextlib.AbstractContextManager[Path]],
+    dataset: str = "webarena_demo",
+    extra_metadata: dict[str, Any] | None = None,
 ) -> Path:
     """Every task not yet in ``<output-dir>/output.jsonl``, one line each (as V0 writes them)."""
-    from cdp_integration.demo import DemoSite
-    from cdp_integration.demo.tasks import configure_demo_environment
-
     output_dir: Path = args.output_dir.resolve()
     sessions_dir = output_dir / "sessions"
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -470,69 +438,121 @@ def run(
     metadata = {
         "agent_class": "openhands.sdk.Agent",
         "sdk": "v1",
+        "sdk_versions": _versions(),
         "llm_config": {
             "model": args.llm_model or SCRIPTED_MODEL,
             "base_url": args.llm_base_url or "scripted",
+            "stream": bool(getattr(args, "llm_stream", False)),
         },
         "max_iterations": args.max_iterations,
         "eval_output_dir": str(output_dir),
-        "dataset": "webarena_demo",
-        "details": {"trajectory": args.trajectory, "capture": True},
-    }
+        "dataset": dataset,
+        "details": {
+            "trajectory": args.trajectory,
+            "capture": True,
+            "num_workers": int(getattr(args, "num_workers", 1) or 1),
+        },
+    } | (extra_metadata or {})
     (output_dir / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
+    workers = max(1, int(getattr(args, "num_workers", 1) or 1))
     with (
         private_home() as home,
         _quiet_environment(),
         _import_time_downloads_dir(),
-        DemoSite() as site,
-        ScriptedToolLLM() as llm_server,
+        tasks() as task_runs,
     ):
-        configure_demo_environment(site.base_url)
-        for number, task in enumerate(tasks):
-            instance_id = task.env_id.removeprefix("browsergym/")
-            if instance_id in done:
-                continue
-            started = time.perf_counter()
-            (sessions_dir / f"{instance_id}{SESSION_SUFFIX}").unlink(missing_ok=True)
-            result = run_v1_task(
-                args, task, site.base_url, llm_server, sessions_dir, home / f"workspace-{number}"
-            )
-            duration = round(time.perf_counter() - started, 1)
-            session: Path = result["session"]
-            line = {
-                "instance_id": instance_id,
-                "instruction": task.config["intent"],
-                "instance": {"task_id": task.task_id, "env_id": task.env_id, "plan": result["plan"]},
-                "history": result["history"],
-                "metrics": {},
-                "error": result["error"],
-                "test_result": {
-                    "reward": result["reward"],
-                    "rewards": [result["reward"]] if result["reward"] is not None else None,
-                    "answer": result["answer"],
-                    "session": session.relative_to(output_dir).as_posix(),
-                },
-                "metadata": metadata | {"duration_s": duration},
-            }
-            with open(output, "a") as out:
-                out.write(json.dumps(line, default=str) + "\n")
-            print(
-                f"{instance_id}: reward {result['reward']} in {duration} s, session {session}",
-                file=sys.stderr,
-            )
+        pending = [task for task in task_runs if task.instance_id not in done]
+        scheduler = SiteScheduler(pending, sites=lambda t: t.sites, exclusive=lambda t: t.changes_sites)
+        write = threading.Lock()
+        failures: list[BaseException] = []
+        numbers = {task.instance_id: number for number, task in enumerate(task_runs)}
+
+        def worker() -> None:
+            with ScriptedToolLLM() as llm_server:  # one browser, one agent, one scripted model per worker
+                while not failures and (task := scheduler.next()) is not None:
+                    try:
+                        line = _run_one(
+                            args, task, llm_server, sessions_dir, home, numbers, metadata, output_dir
+                        )
+                    except BaseException as exc:  # a failed reset: stop handing out tasks, re-raised below
+                        failures.append(exc)
+                        return
+                    finally:
+                        scheduler.done(task)
+                    with write, open(output, "a") as out:
+                        out.write(json.dumps(line, default=str) + "\n")
+
+        threads = [threading.Thread(target=worker, name=f"v1-worker-{n}") for n in range(workers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if failures:
+            raise failures[0]
     return output
+
+
+def _run_one(
+    args: argparse.Namespace,
+    task: TaskRun,
+    llm_server: ScriptedToolLLM,
+    sessions_dir: Path,
+    home: Path,
+    numbers: dict[str, int],
+    metadata: dict[str, Any],
+    output_dir: Path,
+) -> dict[str, Any]:
+    """Reset, run and score one task; its ``output.jsonl`` line."""
+    started = time.perf_counter()
+    reset_s = task.reset()
+    (sessions_dir / f"{task.instance_id}{SESSION_SUFFIX}").unlink(missing_ok=True)
+    workspace = home / f"workspace-{numbers[task.instance_id]}"
+    result = run_v1_task(args, task, llm_server, sessions_dir, workspace)
+    duration = round(time.perf_counter() - started, 1)
+    session: Path = result["session"]
+    print(
+        f"{task.instance_id}: reward {result['reward']} in {duration} s, session {session}",
+        file=sys.stderr,
+    )
+    return {
+        "instance_id": task.instance_id,
+        "instruction": task.intent,
+        "instance": {"task_id": task.task_id, "env_id": task.env_id, "plan": result["plan"]},
+        "history": result["history"],
+        "metrics": result["metrics"],
+        "error": result["error"],
+        "test_result": {
+            "reward": result["reward"],
+            "rewards": [result["reward"]] if result["reward"] is not None else None,
+            "answer": result["answer"],
+            "session": session.relative_to(output_dir).as_posix(),
+        },
+        "metadata": metadata | {"duration_s": duration, "reset_s": reset_s},
+    }
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for name in ("openhands-sdk", "openhands-tools", "browser-use"):
+        with contextlib.suppress(PackageNotFoundError):
+            found[name] = version(name)
+    return found
 
 
 def main(
     args: argparse.Namespace,
-    tasks: Sequence[DemoTask],
+    tasks: TaskSource,
     *,
     private_home: Callable[[], contextlib.AbstractContextManager[Path]],
+    dataset: str = "webarena_demo",
+    extra_metadata: dict[str, Any] | None = None,
 ) -> None:
     """``run_infer.py --sdk v1``: bad input is one line on stderr and exit code 2."""
     try:
-        output = run(args, tasks, private_home=private_home)
-    except DemoTaskError as exc:
+        output = run(args, tasks, private_home=private_home, dataset=dataset, extra_metadata=extra_metadata)
+    except CDPIntegrationError as exc:
         print(f"run_infer.py: error: {exc}", file=sys.stderr)
         sys.exit(2)
     print(f"wrote {output}")

@@ -191,6 +191,14 @@ class WebArenaRun:
         self.resets += 1
         return round(seconds, 1)
 
+    def changes_sites(self, task: WebArenaTaskSpec) -> bool:
+        """Whether ``task`` may change its sites (WebArena-Verified ``mutate``) or is reset before: then
+        it must run alone on them (``--num-workers``)."""
+        from cdp_integration.deployment import verified_task_types
+
+        reset = bool(self.args.reset_cmd) and needs_reset(task, self.args.reset_when)
+        return reset or verified_task_types().get(task.task_id) == "mutate"
+
     def metadata(self) -> dict[str, Any]:
         return {
             "site_urls": self.urls,
