@@ -32,6 +32,7 @@ __all__ = [
     "imported_provenance",
     "load_answers",
     "read_json_file",
+    "unknown_answer",
     "write_episode",
 ]
 
@@ -39,6 +40,17 @@ FORMATS = ("playwright-trace", "verified", "browser-use", "agentlab")
 """The recording formats ``cdp-session import`` reads."""
 
 PROVENANCE_PREFIX = "imported:"
+
+
+def unknown_answer(session_options: Mapping[str, Any]) -> str | None:
+    """Why an imported session's final answer cannot be read as the agent's chat answer, or None."""
+    imported = session_options.get("imported")
+    if not isinstance(imported, Mapping) or imported.get("answer_known") is not False:
+        return None
+    return (
+        f"the imported {imported.get('format')} recording does not hold the agent's final answer as its chat "
+        "held it (pass it with cdp-session import --answers)"
+    )
 
 
 def imported_provenance(session_options: Mapping[str, Any]) -> str | None:
@@ -57,6 +69,9 @@ class ImportedEpisode:
     steps: list[Step]
     task_id: int | None = None
     final_answer: str | None = None
+    answer_text_known: bool = True
+    """``final_answer`` is the agent's answer as its chat held it (what WebArena's string_match reads);
+    False when the format holds none, or only a transformed one (Verified's structured response)."""
     lacks: list[str] = field(default_factory=list)
     """What the format does not hold (named in the header, so a miss can be explained)."""
     end_network: list[NetworkExchange] = field(default_factory=list)
@@ -88,16 +103,14 @@ def read_json_file(path: Path, what: str, *, max_bytes: int = MAX_JSON_BYTES, ma
     return document
 
 
-def load_answers(path: Path) -> dict[str, str]:
-    """``--answers FILE``: a JSON object task id -> the agent's final answer."""
+def load_answers(path: Path) -> dict[str, str | None]:
+    """``--answers FILE``: a JSON object task id -> the agent's final answer (``null``: it gave none)."""
     document = read_json_file(path, "answers file")
     if not isinstance(document, dict):
         raise SessionFormatError(f"{path}: expected a JSON object task id -> answer")
-    answers: dict[str, str] = {}
+    answers: dict[str, str | None] = {}
     for key, value in document.items():
-        if value is None:
-            continue
-        if not isinstance(value, str):
+        if value is not None and not isinstance(value, str):
             raise SessionFormatError(f"{path}: the answer of task {key[:40]!r} is not a string")
         answers[str(key)] = value
     return answers
@@ -108,7 +121,7 @@ def write_episode(
     fmt: str,
     output_dir: Path,
     *,
-    answers: Mapping[str, str] | None = None,
+    answers: Mapping[str, str | None] | None = None,
     configs: Mapping[int, Mapping[str, Any]] | None = None,
     redact: bool = False,
 ) -> Path:
@@ -128,8 +141,9 @@ def write_episode(
         if configs and episode.task_id in configs:
             task["config"] = dict(configs[episode.task_id])
     answer = episode.final_answer
-    if answer is None and answers:
-        answer = answers.get(key)
+    answer_known = episode.answer_text_known and answer is not None
+    if not answer_known and answers and key in answers:
+        answer, answer_known = answers[key], True
     probe = None
     if episode.probe_pages:
         probe = Evaluation(

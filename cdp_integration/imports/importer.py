@@ -41,7 +41,7 @@ def import_recordings(
     path: Path,
     output_dir: Path,
     *,
-    answers: Mapping[str, str] | None = None,
+    answers: Mapping[str, str | None] | None = None,
     configs: Mapping[int, Mapping[str, Any]] | None = None,
     redact: bool = False,
 ) -> list[Path]:
