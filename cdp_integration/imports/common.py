@@ -162,6 +162,7 @@ def write_episode(
                 "source": episode.source,
                 "lacks": episode.lacks,
                 "tool": episode.tool,
+                "answer_known": answer_known,
             },
         },
         task=task,

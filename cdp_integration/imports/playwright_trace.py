@@ -133,6 +133,41 @@ class _FrameSnapshots:
     where: str
     raw: list[dict[str, Any]] = field(default_factory=list)
     _nodes: dict[int, list[Any]] = field(default_factory=dict)
+    _sizes: dict[tuple[int, int], int] = field(default_factory=dict)
+    """(snapshot index, id of a raw node) -> nodes it expands to; the raw nodes stay alive in ``raw``."""
+
+    def expanded_size(self, index: int, cap: int) -> int:
+        """How many nodes snapshot ``index`` expands to (at most ``cap + 1``), in time linear in the
+        raw nodes: a subtree shared by many references is counted once, not once per use."""
+        sizes = self._sizes
+
+        def size_of(node: Any, at: int) -> int:
+            return 1 if type(node) is str else sizes[(at, id(node))]
+
+        root = self.raw[index].get("html")
+        stack: list[tuple[Any, int, bool]] = [(root, index, False)]
+        while stack:
+            node, at, done = stack.pop()
+            key = (at, id(node))
+            if type(node) is str or key in sizes:
+                continue
+            if _is_reference(node):
+                target, target_at = _resolve(self, node, at)
+                if done:
+                    sizes[key] = size_of(target, target_at)
+                else:
+                    stack += [(node, at, True), (target, target_at, False)]
+            elif type(node) is list and node and type(node[0]) is str:
+                if done:
+                    sizes[key] = min(cap + 1, 1 + sum(size_of(child, at) for child in node[2:]))
+                else:
+                    stack.append((node, at, True))
+                    stack.extend((child, at, False) for child in node[2:])
+            else:
+                raise SessionFormatError(
+                    f"{self.where}: snapshot {at}: a node is neither text, element nor reference"
+                )
+        return size_of(root, index)
 
     def nodes(self, index: int) -> list[Any]:
         if index not in self._nodes:
@@ -213,6 +248,11 @@ def render_snapshot_html(
 ) -> _Rendered:
     """The HTML of snapshot ``index`` of ``frame``, references expanded (iteratively, bounded)."""
     snapshot = frame.raw[index]
+    if frame.expanded_size(index, max_nodes) > max_nodes:
+        raise SessionFormatError(
+            f"{frame.where}: snapshot {index} expands to more than {max_nodes} nodes (shared subtrees "
+            "repeated); refused"
+        )
     parts: list[str] = []
     doctype = snapshot.get("doctype")
     if isinstance(doctype, str) and doctype:

@@ -15,6 +15,7 @@ import json
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from cdp_integration.errors import SessionFormatError
 from cdp_integration.har.importer import HarEntry, load_har
@@ -123,6 +124,10 @@ def import_verified_task(directory: Path) -> ImportedEpisode:
             )
         )
     name = directory.name
+    task: dict[str, Any] = {}
+    urls = _site_urls(directory)
+    if urls:
+        task["site_urls"] = urls
     return ImportedEpisode(
         name=name,
         source=str(directory),
@@ -136,7 +141,33 @@ def import_verified_task(directory: Path) -> ImportedEpisode:
             "page titles, tabs, localStorage",
         ],
         tool="webarena-verified run folder",
+        task=task,
     )
+
+
+def _site_urls(directory: Path) -> dict[str, str]:
+    """``{"SHOPPING": url}`` from the task's ``run_config.json`` (else the run's ``config.json``):
+    WebArena-Verified's ``environments.__SITE__.urls``."""
+    for candidate in (directory / RUN_CONFIG_FILE, directory.parent / "config.json"):
+        if not candidate.is_file():
+            continue
+        document = read_json_file(candidate, "run config")
+        environments = document.get("environments") if isinstance(document, dict) else None
+        if not isinstance(environments, dict):
+            continue
+        urls = {}
+        for placeholder, environment in environments.items():
+            listed = environment.get("urls") if isinstance(environment, dict) else None
+            if (
+                isinstance(placeholder, str)
+                and isinstance(listed, list)
+                and listed
+                and isinstance(listed[0], str)
+            ):
+                urls[placeholder.strip("_").upper()] = listed[0]
+        if urls:
+            return urls
+    return {}
 
 
 def import_verified(path: Path) -> Iterator[ImportedEpisode]:

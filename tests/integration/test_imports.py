@@ -83,6 +83,7 @@ def check_traces(episodes: list[DemoEpisode], out: Path) -> Counter[str]:
             counts["equal to live"] += 1
         else:
             assert not _must_answer(episode.eval_types, "playwright-trace"), f"{label}: missed: {detail}"
+            print(f"  loud miss {label}: {detail[:200]}")
             counts["loud miss"] += 1
     return counts
 
