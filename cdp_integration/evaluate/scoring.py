@@ -39,7 +39,7 @@ from cdp_integration.errors import (
     ReconstructedAnswerError,
     ReplayMissError,
 )
-from cdp_integration.imports.common import imported_provenance, unknown_answer
+from cdp_integration.imports.common import imported_gap, imported_provenance
 from cdp_integration.replay.page import MockBrowserContext
 from cdp_integration.replay.recorded import replay_http
 from cdp_integration.session.models import Evaluation
@@ -208,15 +208,9 @@ def evaluate_step(
             "without the task's config); recorded-only scoring refuses to reconstruct them"
         )
     page = context.active_page
-    missing_answer = unknown_answer(session.header.options)
-    if (
-        missing_answer
-        and "string_match" in (config["eval"].get("eval_types") or [])
-        and session._is_last(step)
-    ):
-        raise ReplayMissError(
-            f"step {context.step.index}: string_match needs the final answer; {missing_answer}"
-        )
+    gap = imported_gap(session.header.options, list(config["eval"].get("eval_types") or []))
+    if gap and session._is_last(step):
+        raise ReplayMissError(f"step {context.step.index}: {gap}")
     vet_config(config, page_urls=_page_urls(context), trusted=trusted)
     chat = _chat_messages(evaluation, session.answer_at(step))
     urls = site_urls(session)

@@ -29,10 +29,10 @@ __all__ = [
     "FORMATS",
     "CookieJar",
     "ImportedEpisode",
+    "imported_gap",
     "imported_provenance",
     "load_answers",
     "read_json_file",
-    "unknown_answer",
     "write_episode",
 ]
 
@@ -42,15 +42,24 @@ FORMATS = ("playwright-trace", "verified", "browser-use", "agentlab")
 PROVENANCE_PREFIX = "imported:"
 
 
-def unknown_answer(session_options: Mapping[str, Any]) -> str | None:
-    """Why an imported session's final answer cannot be read as the agent's chat answer, or None."""
+def imported_gap(session_options: Mapping[str, Any], eval_types: list[str]) -> str | None:
+    """Why an imported session cannot answer one of ``eval_types`` on its final state, or None.
+
+    The replay mocks answer every page question loudly by themselves; the final answer and the final
+    URL are read without a question that could miss, so the importer records whether it knew them.
+    """
     imported = session_options.get("imported")
-    if not isinstance(imported, Mapping) or imported.get("answer_known") is not False:
+    if not isinstance(imported, Mapping):
         return None
-    return (
-        f"the imported {imported.get('format')} recording does not hold the agent's final answer as its chat "
-        "held it (pass it with cdp-session import --answers)"
-    )
+    fmt = imported.get("format")
+    if "string_match" in eval_types and imported.get("answer_known") is False:
+        return (
+            f"string_match needs the final answer: the imported {fmt} recording does not hold the agent's "
+            "final answer as its chat held it (pass it with cdp-session import --answers)"
+        )
+    if "url_match" in eval_types and imported.get("final_url_known") is False:
+        return f"url_match needs the final URL: the imported {fmt} recording ends with actions whose page it did not record"
+    return None
 
 
 def imported_provenance(session_options: Mapping[str, Any]) -> str | None:
@@ -72,6 +81,8 @@ class ImportedEpisode:
     answer_text_known: bool = True
     """``final_answer`` is the agent's answer as its chat held it (what WebArena's string_match reads);
     False when the format holds none, or only a transformed one (Verified's structured response)."""
+    final_url_known: bool = True
+    """False when the recording ends with actions whose resulting page was not recorded."""
     lacks: list[str] = field(default_factory=list)
     """What the format does not hold (named in the header, so a miss can be explained)."""
     end_network: list[NetworkExchange] = field(default_factory=list)
@@ -163,6 +174,7 @@ def write_episode(
                 "lacks": episode.lacks,
                 "tool": episode.tool,
                 "answer_known": answer_known,
+                "final_url_known": episode.final_url_known,
             },
         },
         task=task,
