@@ -341,19 +341,29 @@ def dom_snapshot_html(snapshot: dict[str, Any], max_nodes: int = 2_000_000) -> t
 
 
 def _final_answer(obs: dict[str, Any]) -> str | None:
+    """The chat's last message when the assistant wrote it: what BrowserGym's ``validate`` takes as the
+    answer (its greeting included, as live)."""
     messages = obs.get("chat_messages")
-    if not isinstance(messages, list):
+    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
         return None
-    answers = [m.get("message") for m in messages if isinstance(m, dict) and m.get("role") == "assistant"]
-    return answers[-1] if answers and isinstance(answers[-1], str) else None
+    last = messages[-1]
+    return (
+        last.get("message")
+        if last.get("role") == "assistant" and isinstance(last.get("message"), str)
+        else None
+    )
 
 
 def _task_id(summary: Any, folder: Path) -> int | None:
-    """From the env args' task name (``browsergym/webarena.<id>``, ``webarena.<id>``) or the folder name."""
+    """The task name's number (``webarena.<id>``): from the summary when it names the task, else from
+    AgentLab's folder name ``<date>_<agent>_on_<task_name>_<seed>``."""
     text = ""
     if isinstance(summary, dict):
         text = str(summary.get("env_args.task_name") or summary.get("task_name") or "")
-    match = re.search(r"webarena[a-z_]*\.(\d+)", text) or re.search(r"webarena[a-z_]*\.(\d+)", folder.name)
+    if not text:
+        named = re.search(r"_on_(.+)_\d+$", folder.name)
+        text = named.group(1) if named else ""
+    match = re.search(r"\.(\d+)$", text)
     return int(match.group(1)) if match else None
 
 
@@ -372,10 +382,13 @@ def import_agentlab_experiment(folder: Path) -> ImportedEpisode:
     )
     steps: list[Step] = []
     answer: str | None = None
+    previous_action: str | None = None
     for number, path in files:
         info = load_step_pickle(path)
         obs = info.get("obs")
+        action = info.get("action") if isinstance(info.get("action"), str) else None
         if not isinstance(obs, dict):  # the last StepInfo of an episode may carry no observation
+            previous_action = action
             continue
         urls = [u for u in obs.get("open_pages_urls") or [] if isinstance(u, str)]
         titles = [t for t in obs.get("open_pages_titles") or [] if isinstance(t, str)]
@@ -386,9 +399,15 @@ def import_agentlab_experiment(folder: Path) -> ImportedEpisode:
         url: str = (
             observed_url if isinstance(observed_url, str) else (urls[active] if urls else "about:blank")
         )
-        html, title = (None, "")
+        html: str | None = None
+        title = ""
         if isinstance(obs.get("dom_object"), dict):
             html, title = dom_snapshot_html(obs["dom_object"])
+        elif isinstance(
+            obs.get("dom_txt"), str
+        ):  # BrowserGym's default preprocessor: the same DOM, flattened
+            html = obs["dom_txt"]
+        title = title or (titles[active] if active < len(titles) else "")
         tabs = [
             TabState(
                 tab_id=f"page-{i}",
@@ -399,13 +418,13 @@ def import_agentlab_experiment(folder: Path) -> ImportedEpisode:
             )
             for i, page_url in enumerate(urls or [url])
         ]
-        answer = _final_answer(obs) or answer
+        answer = _final_answer(obs)
         reward = info.get("reward")
         steps.append(
             Step(
                 index=len(steps),
                 trigger="reset" if not steps else "action",
-                action=info.get("action") if isinstance(info.get("action"), str) else None,
+                action=previous_action,
                 timestamp=float(number),
                 url=url,
                 title=title,
@@ -419,7 +438,7 @@ def import_agentlab_experiment(folder: Path) -> ImportedEpisode:
         raise SessionFormatError(f"{folder}: no step holds an observation")
     task_id = _task_id(summary, folder)
     return ImportedEpisode(
-        name=str(task_id) if task_id is not None else folder.name,
+        name=folder.name,
         source=str(folder),
         steps=steps,
         task_id=task_id,

@@ -45,8 +45,18 @@ def import_recordings(
     configs: Mapping[int, Mapping[str, Any]] | None = None,
     redact: bool = False,
 ) -> list[Path]:
-    """Import every episode of ``path`` into ``output_dir``; the session files written, in order."""
-    return [
-        write_episode(episode, fmt, Path(output_dir), answers=answers, configs=configs, redact=redact)
-        for episode in import_recording(fmt, path)
-    ]
+    """Import every episode of ``path`` into ``output_dir``; the session files written, in order.
+
+    Two episodes of the same name (two runs of one task) get ``-2``, ``-3``... rather than one
+    overwriting the other."""
+    written: list[Path] = []
+    names: dict[str, int] = {}
+    for episode in import_recording(fmt, path):
+        seen = names.get(episode.name, 0)
+        names[episode.name] = seen + 1
+        if seen:
+            episode.name = f"{episode.name}-{seen + 1}"
+        written.append(
+            write_episode(episode, fmt, Path(output_dir), answers=answers, configs=configs, redact=redact)
+        )
+    return written
