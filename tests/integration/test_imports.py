@@ -255,3 +255,39 @@ def test_a_navigation_with_no_later_snapshot_is_a_loud_miss(demo_site: Any, tmp_
     )
     with pytest.raises(ReplayMissError, match="no captured page"):
         evaluate_session(session, program_html, per_step=False)
+
+
+def test_eval_scores_a_directory_of_traces_directly(demo_corpus: list[DemoEpisode], tmp_path: Path) -> None:
+    """``cdp-session eval --import playwright-trace DIR``: imported into OUTPUT/imported, then scored."""
+    traced = [e for e in demo_corpus if _trace_of(e).exists() and e.eval_types == ("url_match",)]
+    directory = _trace_of(traced[0]).parent
+    in_directory = [e for e in traced if _trace_of(e).parent == directory]
+    configs = tmp_path / "configs.json"
+    configs.write_text(json.dumps([load_session(e.session).task["config"] for e in in_directory]))
+    result = CliRunner().invoke(
+        cli,
+        [
+            "eval",
+            str(directory),
+            "--import",
+            "playwright-trace",
+            "--configs",
+            str(configs),
+            "-o",
+            str(tmp_path / "out"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    # every trace is imported; the url_match ones (configs given) are scored, all equal to live
+    assert len(list((tmp_path / "out" / "imported").glob("*.session.jsonl.gz"))) == len(
+        list(directory.glob("*.zip"))
+    )
+    assert report["provenance"] == {"imported:playwright-trace": len(in_directory)}
+    lines = [json.loads(line) for line in (tmp_path / "out" / "output.jsonl").read_text().splitlines()]
+    scores = {
+        line["instance_id"]: line["test_result"]["score"]
+        for line in lines
+        if line["test_result"]["score"] is not None
+    }
+    assert scores == {str(e.task_id): e.live for e in in_directory}
