@@ -66,7 +66,7 @@ def capture_demo_tasks(
 ) -> list[DemoEpisode]:
     """Phase 1: play the demo tasks live (official evaluator in BrowserGym) with capture on.
 
-    ``trace_dir``: also record a Playwright trace of each episode (snapshots on, from the end of
+    ``trace_dir``: also record a Playwright trace of each episode (DOM snapshots on, from the end of
     ``reset`` until after the last step's evaluation), saved as ``trace_dir/<trajectory>/<task_id>.zip``
     as WebArena's ``run.py`` names them: real recordings for ``cdp-session import``.
     """
@@ -130,13 +130,16 @@ def capture_demo_tasks(
 
 
 def _trace_after_reset(env: Any) -> None:
-    """Start Playwright tracing (snapshots, screenshots) right after the env's ``reset`` made its context."""
+    """Start Playwright tracing with DOM snapshots right after the env's ``reset`` made its context.
+
+    Screenshots (WebArena's ``run.py`` records them too) are off: the importer does not read them,
+    and encoding a screencast costs CPU in every traced corpus episode."""
     browser_env = env.unwrapped
     reset = browser_env.reset
 
     def traced_reset(*args: Any, **kwargs: Any) -> Any:
         result = reset(*args, **kwargs)
-        browser_env.context.tracing.start(screenshots=True, snapshots=True)
+        browser_env.context.tracing.start(screenshots=False, snapshots=True)
         return result
 
     browser_env.reset = traced_reset

@@ -1,8 +1,9 @@
 """``cdp-session import``: real recordings of other tools, scored, equal to the live score or loud.
 
 The recordings are made by the tools themselves on the demo corpus (``tests/integration/corpus.py``):
-Playwright traces recorded by Playwright's own tracing during the live BrowserGym episodes (snapshots
-and screenshots on, as WebArena's ``run.py`` records them), WebArena-Verified run folders written by
+Playwright traces recorded by Playwright's own tracing during the live BrowserGym episodes (DOM
+snapshots on, as WebArena's ``run.py`` records them; screenshots off, which the importer does not
+read), WebArena-Verified run folders written by
 ``export-verified`` from the corpus sessions. Each imported session is scored with the official
 evaluator; the score must equal the live one (the BrowserGym reward of the same episode), or the
 scoring must raise ``ReplayMissError`` naming what the format lacks. A wrong score is never accepted,
