@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`. Both set up what is missing first.
-.PHONY: setup demo test test-webarena check-wheel bench lint
+.PHONY: setup demo test test-webarena test-imports check-wheel bench lint
 
 setup:
 	@scripts/setup.sh
@@ -25,6 +25,13 @@ test-webarena: setup
 	CDP_TEST_WEBARENA_TASKS=all CDP_TEST_RUN_INFER_WEBARENA=1 CDP_TEST_WEBARENA_V1=all .venv/bin/python -m pytest -q \
 		--durations=10 tests/integration/test_webarena_parity.py tests/integration/test_webarena_run_infer.py \
 		tests/integration/test_webarena_v1.py
+
+# Imports of other tools' recordings at full size: Playwright traces of every demo task (the corpus
+# traces them all), and a real AgentLab study (AgentLab 0.4.2 in .cache/agentlab, see scripts/agentlab.sh).
+test-imports: setup
+	scripts/agentlab.sh
+	CDP_TEST_IMPORTS_FULL=1 CDP_TEST_AGENTLAB=1 .venv/bin/python -m pytest -q --durations=10 -s \
+		tests/integration/test_imports.py tests/integration/test_import_agentlab.py
 
 # A plain-pip install of the built wheel in a fresh venv scores the golden sessions (needs PyPI).
 check-wheel:

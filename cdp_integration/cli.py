@@ -30,6 +30,11 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
         "eval_command",
         "Score a directory of sessions offline; write output.jsonl and a report.",
     ),
+    "import": (
+        "cdp_integration.imports.command",
+        "import_command",
+        "Turn other tools' recordings into sessions (Playwright traces, Verified runs, browser-use, AgentLab).",
+    ),
     "steps": (
         "cdp_integration.debug.commands",
         "steps",

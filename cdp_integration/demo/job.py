@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cdp_integration.errors import CDPIntegrationError
 
@@ -61,8 +62,14 @@ def capture_demo_tasks(
     trajectories: Sequence[Trajectory] = ("success", "failure"),
     headless: bool = True,
     report: Callable[[DemoEpisode], None] | None = None,
+    trace_dir: Path | None = None,
 ) -> list[DemoEpisode]:
-    """Phase 1: play the demo tasks live (official evaluator in BrowserGym) with capture on."""
+    """Phase 1: play the demo tasks live (official evaluator in BrowserGym) with capture on.
+
+    ``trace_dir``: also record a Playwright trace of each episode (DOM snapshots on, from the end of
+    ``reset`` until after the last step's evaluation), saved as ``trace_dir/<trajectory>/<task_id>.zip``
+    as WebArena's ``run.py`` names them: real recordings for ``cdp-session import``.
+    """
     from cdp_integration import environment
     from cdp_integration.capture.logger import CDPSessionLogger
     from cdp_integration.demo import DemoSite
@@ -81,15 +88,29 @@ def capture_demo_tasks(
                 logger.task["demo_trajectory"] = trajectory
                 saved: list[Path] = []
 
-                def save(env: object, logger: CDPSessionLogger = logger, saved: list[Path] = saved) -> None:
+                trace_path = (trace_dir / trajectory / f"{task.task_id}.zip") if trace_dir else None
+
+                def save(
+                    env: Any,
+                    logger: CDPSessionLogger = logger,
+                    saved: list[Path] = saved,
+                    trace: Path | None = trace_path,
+                ) -> None:
+                    if trace is not None:
+                        env.unwrapped.context.tracing.stop(path=str(trace))
                     saved.append(logger.save_session())
+
+                def attach(env: Any, logger: CDPSessionLogger = logger) -> None:
+                    logger.attach_to_browsergym_env(env)
+                    if trace_dir is not None:
+                        _trace_after_reset(env)
 
                 started = time.perf_counter()
                 run = run_demo_task(
                     task,
                     trajectory,  # type: ignore[arg-type]
                     site.base_url,
-                    on_env=logger.attach_to_browsergym_env,
+                    on_env=attach,
                     before_close=save,
                     headless=headless,
                 )
@@ -106,6 +127,22 @@ def capture_demo_tasks(
                 if report is not None:
                     report(episode)
     return episodes
+
+
+def _trace_after_reset(env: Any) -> None:
+    """Start Playwright tracing with DOM snapshots right after the env's ``reset`` made its context.
+
+    Screenshots (WebArena's ``run.py`` records them too) are off: the importer does not read them,
+    and encoding a screencast costs CPU in every traced corpus episode."""
+    browser_env = env.unwrapped
+    reset = browser_env.reset
+
+    def traced_reset(*args: Any, **kwargs: Any) -> Any:
+        result = reset(*args, **kwargs)
+        browser_env.context.tracing.start(screenshots=False, snapshots=True)
+        return result
+
+    browser_env.reset = traced_reset
 
 
 def score_demo_sessions(

@@ -77,6 +77,21 @@ def _progress_bar(total: int) -> AbstractContextManager[Progress]:
 @click.option(
     "--no-progress", is_flag=True, help="No progress bar (off anyway when stderr is not a terminal)."
 )
+@click.option(
+    "--import",
+    "import_format",
+    type=click.Choice(("playwright-trace", "verified", "browser-use", "agentlab")),
+    default=None,
+    help="SESSIONS_DIR is another tool's recording in this format: import it into OUTPUT_DIR/imported "
+    "first (as cdp-session import does), then score the sessions.",
+)
+@click.option(
+    "--answers",
+    "answers_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="With --import: a JSON object task id -> final answer, for formats that do not hold it.",
+)
 @click.pass_context
 def eval_command(
     ctx: click.Context,
@@ -90,6 +105,8 @@ def eval_command(
     complete_only: bool,
     recorded_only: bool,
     no_progress: bool,
+    import_format: str | None,
+    answers_path: Path | None,
 ) -> None:
     """Score a directory of sessions offline; write output.jsonl and a report.
 
@@ -98,6 +115,18 @@ def eval_command(
     """
     try:
         configs = load_configs(configs_path) if configs_path is not None else None
+        if import_format is not None:
+            from cdp_integration.imports.common import load_answers
+            from cdp_integration.imports.importer import import_recordings
+
+            base = sessions_dir if sessions_dir.is_dir() else sessions_dir.parent
+            output_dir = output_dir if output_dir is not None else base / DEFAULT_OUTPUT_SUBDIR
+            answers = load_answers(answers_path) if answers_path is not None else None
+            imported = output_dir / "imported"
+            import_recordings(
+                import_format, sessions_dir, imported, answers=answers, configs=configs, redact=True
+            )
+            sessions_dir = imported
         output_dir = output_dir if output_dir is not None else sessions_dir / DEFAULT_OUTPUT_SUBDIR
         progress: ProgressFactory | None = None if no_progress or not sys.stderr.isatty() else _progress_bar
         summary = score_directory(

@@ -14,7 +14,9 @@ and ``max_score`` (BrowserGym/OpenHands: the best per-step reward).
 Provenance: every score says where its answers came from. ``recorded``: the step has the live
 evaluator's recording and every question was answered from it; ``reconstructed``: nothing was
 recorded for the step (captured without the task's config), every answer came from the captured
-state; ``mixed``: recorded, but some questions (an edited config) were answered from captured pages.
+state; ``mixed``: recorded, but some questions (an edited config) were answered from captured pages;
+``imported:<format>``: the session was imported from another tool's recording (``cdp-session import``),
+every answer comes from what that format holds.
 ``recorded_only=True`` turns any reconstructed answer into a ``ReconstructedAnswerError``.
 """
 
@@ -37,6 +39,7 @@ from cdp_integration.errors import (
     ReconstructedAnswerError,
     ReplayMissError,
 )
+from cdp_integration.imports.common import imported_gap, imported_provenance
 from cdp_integration.replay.page import MockBrowserContext
 from cdp_integration.replay.recorded import replay_http
 from cdp_integration.session.models import Evaluation
@@ -205,6 +208,9 @@ def evaluate_step(
             "without the task's config); recorded-only scoring refuses to reconstruct them"
         )
     page = context.active_page
+    gap = imported_gap(session.header.options, list(config["eval"].get("eval_types") or []))
+    if gap and session._is_last(step):
+        raise ReplayMissError(f"step {context.step.index}: {gap}")
     vet_config(config, page_urls=_page_urls(context), trusted=trusted)
     chat = _chat_messages(evaluation, session.answer_at(step))
     urls = site_urls(session)
@@ -227,6 +233,7 @@ def evaluate_step(
         provenance = "reconstructed"
     else:
         provenance = "mixed" if context.answers["reconstructed"] else "recorded"
+    provenance = imported_provenance(session.header.options) or provenance
     return StepScore(
         step=context.step.index,
         score=float(score),

@@ -38,6 +38,16 @@ def default_workers() -> int:
     return max(1, int(os.environ.get("CDP_TEST_CORPUS_WORKERS", "3")))
 
 
+TRACED_TASKS = frozenset({10000, 10003, 10014, 10017, 10018, 10021, 10024, 10027, 10030, 10036, 10039, 10042})
+"""Demo tasks whose corpus episodes are also recorded as Playwright traces (``out/traces``), for the
+import tests: every eval type and each way a trace can fail to answer. ``CDP_TEST_IMPORTS_FULL=1``
+traces every task."""
+
+
+def _traced(task_id: int) -> bool:
+    return task_id in TRACED_TASKS or os.environ.get("CDP_TEST_IMPORTS_FULL") == "1"
+
+
 def record(out: Path, task_ids: list[int]) -> list[DemoEpisode]:
     """Play ``task_ids`` both ways with capture into ``out/sessions``; write ``out/episodes.json``.
 
@@ -48,13 +58,14 @@ def record(out: Path, task_ids: list[int]) -> list[DemoEpisode]:
 
     episodes: list[DemoEpisode] = []
     for task_id in task_ids:
+        traces = out / "traces" if _traced(task_id) else None
         try:
-            episodes += capture_demo_tasks(out / "sessions", task_ids=[task_id])
+            episodes += capture_demo_tasks(out / "sessions", task_ids=[task_id], trace_dir=traces)
         except Exception as exc:
             print(
                 f"corpus: task {task_id} failed ({type(exc).__name__}: {exc}); playing it again", flush=True
             )
-            episodes += capture_demo_tasks(out / "sessions", task_ids=[task_id])
+            episodes += capture_demo_tasks(out / "sessions", task_ids=[task_id], trace_dir=traces)
     rows = [{**asdict(e), "session": str(e.session)} for e in episodes]
     partial = out / (MANIFEST + ".partial")
     partial.write_text(json.dumps(rows))

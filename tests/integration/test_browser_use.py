@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import sys
 import time
 from collections.abc import Iterator
@@ -127,6 +128,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Capture
                     llm=llm,
                     plans=plans,
                 )
+                run.history.save_to_file(out / "histories" / f"{case.task_id}.{case.trajectory}.json")
                 captured[case.id] = Captured(
                     load_session(run.session_path),
                     run.live_score,
@@ -183,6 +185,42 @@ def test_offline_score_equals_live_score(
     assert offline.score == run.live_score
     assert offline.live_reward == run.live_score
     assert no_sockets == []
+
+
+def test_imported_histories_score_as_live_or_miss_loudly(runs: dict[str, Captured], tmp_path: Path) -> None:
+    """``cdp-session import browser-use`` of the same runs' ``AgentHistoryList`` files (saved by
+    browser-use's own ``save_to_file``): url_match and string_match equal live; program_html (no DOM
+    in a history) is a ``ReplayMissError``."""
+    from click.testing import CliRunner
+
+    from cdp_integration.cli import cli
+    from cdp_integration.errors import ReplayMissError
+
+    histories = runs[CASES[0].id].session.path.parent / "histories"  # type: ignore[union-attr]
+    configs = tmp_path / "configs.json"
+    configs.write_text(json.dumps([runs[case.id].session.task["config"] for case in CASES[::2]]))
+    result = CliRunner().invoke(
+        cli, ["import", "browser-use", str(histories), "-o", str(tmp_path), "--configs", str(configs)]
+    )
+    assert result.exit_code == 0, result.output + str(result.exception)
+    counts: dict[str, int] = {"equal to live": 0, "loud miss": 0}
+    for case in CASES:
+        imported = load_session(tmp_path / f"{case.task_id}.{case.trajectory}.session.jsonl.gz")
+        assert imported.header.options["provenance"] == "imported:browser-use"
+        assert imported.final_answer == runs[case.id].final_answer
+        assert imported.final_step.url == runs[case.id].session.final_step.url
+        eval_types = imported.task["config"]["eval"]["eval_types"]
+        try:
+            score = evaluate_session(imported, per_step=False)
+        except ReplayMissError as exc:
+            assert "program_html" in eval_types, exc
+            counts["loud miss"] += 1
+            continue
+        assert score.score == runs[case.id].live_score, case.id
+        assert score.provenance == "imported:browser-use"
+        counts["equal to live"] += 1
+    print(f"\nbrowser-use imports: {counts}")
+    assert counts["equal to live"] >= 4
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])

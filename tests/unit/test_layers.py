@@ -21,18 +21,20 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "_version", "_lazy", "environment", "interception", "webarena", "deployment"),
     ("session",),
     ("har",),
+    ("imports",),
     ("replay",),
     ("capture",),
     ("evaluate",),
     ("debug",),
     ("integrations",),
-    ("cli", "evaluate.command", "debug.commands", ""),
+    ("cli", "evaluate.command", "debug.commands", "imports.command", ""),
 )
 """Bottom first. A name is a module or subpackage under ``cdp_integration`` (``""``: the root
 package, a facade over every layer). The ``*.command(s)`` modules are the command layer, wherever
 they live. ``webarena`` (placeholders, site globals, the evaluator's config file and
 settings) is bottom-layer because capture's end probe needs it too.
-``demo`` is in no layer: the library never imports it. ``integrations`` (capture of agent
+``imports`` (other tools' recordings -> sessions) needs only the format below it; evaluate and the
+commands use it. ``demo`` is in no layer: the library never imports it. ``integrations`` (capture of agent
 frameworks such as browser-use) sits on the whole library and nothing below imports it."""
 
 COMMAND_LAYER = LAYERS[-1]

@@ -1,0 +1,466 @@
+"""AgentLab / BrowserGym experiment folders -> sessions, read without running a line of their code.
+
+AgentLab saves each step as ``step_N.pkl.gz``: a pickled ``StepInfo`` whose ``obs`` holds BrowserGym's
+observation (``dom_object``: a CDP ``DOMSnapshot.captureSnapshot``; ``axtree_object``; ``url``;
+``open_pages_urls`` / ``open_pages_titles``; ``active_page_index``; ``chat_messages``), plus
+``summary_info.json``. The standard pickle loader calls whatever the file names, so these files are
+read by ``SafeUnpickler``: every global a pickle names is looked up in an allow-list of AgentLab's
+and BrowserGym's record classes (rebuilt as plain attribute bags, never imported) and numpy's array
+constructors (rebuilt as lists from the raw bytes, numpy itself never imported); any other name
+(``os.system``, ``builtins.eval``, a class of some other package) is refused by name before
+anything is called. Files are bounded like session files (size, inflated size, values, nesting).
+
+The DOM is rebuilt as HTML from the DOMSnapshot (typed values, checked and selected state as the
+snapshot reports them). AgentLab keeps no network log and no cookies: program_html on a page other
+than the open ones is a ``ReplayMissError``.
+"""
+
+from __future__ import annotations
+
+import html as html_lib
+import io
+import os
+import pickle
+import re
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from cdp_integration.errors import SessionFormatError
+from cdp_integration.har.importer import inflate_bounded
+from cdp_integration.imports.common import ImportedEpisode, read_json_file
+from cdp_integration.session.limits import SessionLimits, check_depth, open_regular_file
+from cdp_integration.session.models import Step, TabState
+
+__all__ = ["MAX_PICKLE_BYTES", "SafeUnpickler", "dom_snapshot_html", "import_agentlab", "load_step_pickle"]
+
+MAX_PICKLE_BYTES = 256 * 1024**2
+"""A step file, compressed and inflated."""
+
+_STEP = re.compile(r"^step_(\d+)\.pkl\.gz$")
+
+
+class _Record:
+    """An allow-listed class of a pickle, rebuilt as a bag of attributes (its code never runs)."""
+
+    _kind = "record"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.__dict__["_args"] = args
+        self.__dict__.update(kwargs)
+
+    def __setstate__(self, state: Any) -> None:
+        if isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):
+            state = {**(state[0] or {}), **state[1]}  # (dict, slots)
+        if isinstance(state, dict):
+            self.__dict__.update({str(k): v for k, v in state.items()})
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+
+
+class _DictRecord(dict[Any, Any]):
+    """An allow-listed ``dict`` subclass (AgentLab's chat messages)."""
+
+    def __setstate__(self, state: Any) -> None:
+        if isinstance(state, dict):
+            self.update(state)
+
+
+class _DType:
+    """numpy's ``dtype(kind, align, copy)`` as its description only."""
+
+    def __init__(self, kind: Any = "", *_: Any) -> None:
+        self.kind = kind if isinstance(kind, str) else ""
+        self.order = "<"
+
+    def __setstate__(self, state: Any) -> None:
+        if isinstance(state, tuple) and len(state) > 1 and isinstance(state[1], str):
+            self.order = state[1] if state[1] in "<>" else "<"
+
+
+_NUMBER_FORMATS = {
+    "i8": "q",
+    "i4": "i",
+    "i2": "h",
+    "i1": "b",
+    "u8": "Q",
+    "u4": "I",
+    "u1": "B",
+    "f8": "d",
+    "f4": "f",
+}
+
+
+class _Array:
+    """numpy's ``ndarray`` rebuilt from its pickled state: numbers of plain dtypes as a list."""
+
+    def __init__(self, *_: Any) -> None:
+        self.values: list[Any] = []
+
+    def __setstate__(self, state: Any) -> None:
+        if not (isinstance(state, tuple) and len(state) == 5):
+            return
+        _version, _shape, dtype, _fortran, raw = state
+        kind = dtype.kind if isinstance(dtype, _DType) else ""
+        code = _NUMBER_FORMATS.get(kind.lstrip("<>|="))
+        if code is None or kind == "b1":
+            if kind in ("b1", "?") and isinstance(raw, bytes):
+                self.values = [bool(b) for b in raw]
+            elif isinstance(raw, list):
+                self.values = raw  # an object array: its items were unpickled (allow-listed) already
+            return
+        if isinstance(raw, bytes) and len(raw) % struct.calcsize(code) == 0:
+            order = dtype.order if isinstance(dtype, _DType) else "<"
+            self.values = list(struct.unpack(f"{order}{len(raw) // struct.calcsize(code)}{code}", raw))
+
+
+def _reconstruct(cls: Any, *_: Any) -> Any:
+    if cls is not _Array:
+        raise pickle.UnpicklingError("numpy _reconstruct of something other than an ndarray")
+    return _Array()
+
+
+def _scalar(dtype: Any, raw: Any = b"") -> Any:
+    array = _Array()
+    array.__setstate__((1, (), dtype, False, raw))
+    return array.values[0] if array.values else None
+
+
+def _copyreg_reconstructor(cls: Any, base: Any, state: Any) -> Any:
+    if not (isinstance(cls, type) and issubclass(cls, _Record | _DictRecord)):
+        raise pickle.UnpicklingError("copyreg._reconstructor of a class that is not allow-listed")
+    return cls()
+
+
+_RECORDS = {
+    ("agentlab.experiments.loop", "StepInfo"),
+    ("agentlab.experiments.loop", "StepTimestamps"),
+    ("agentlab.experiments.loop", "ExpArgs"),
+    ("agentlab.agents.agent_args", "AgentArgs"),
+    ("browsergym.experiments.loop", "StepInfo"),
+    ("browsergym.experiments.loop", "StepTimestamps"),
+    ("browsergym.experiments.agent", "AgentInfo"),
+    ("bgym", "AgentInfo"),
+}
+_DICT_RECORDS = {
+    ("agentlab.llm.llm_utils", "Discussion"),
+    ("agentlab.llm.llm_utils", "BaseMessage"),
+    ("agentlab.llm.llm_utils", "HumanMessage"),
+    ("agentlab.llm.llm_utils", "AIMessage"),
+    ("agentlab.llm.llm_utils", "SystemMessage"),
+    ("collections", "OrderedDict"),
+}
+_ALLOWED: dict[tuple[str, str], Any] = {
+    **{key: type(key[1], (_Record,), {"_kind": f"{key[0]}.{key[1]}"}) for key in sorted(_RECORDS)},
+    **{key: type(key[1], (_DictRecord,), {}) for key in sorted(_DICT_RECORDS)},
+    ("numpy", "ndarray"): _Array,
+    ("numpy", "dtype"): _DType,
+    ("numpy.core.multiarray", "_reconstruct"): _reconstruct,
+    ("numpy._core.multiarray", "_reconstruct"): _reconstruct,
+    ("numpy.core.multiarray", "scalar"): _scalar,
+    ("numpy._core.multiarray", "scalar"): _scalar,
+    ("copyreg", "_reconstructor"): _copyreg_reconstructor,
+    ("builtins", "object"): _Record,
+    ("builtins", "set"): set,
+    ("builtins", "frozenset"): frozenset,
+    ("builtins", "bytearray"): bytearray,
+}
+"""(module, name) -> what the pickle gets instead. Nothing here runs code named by the file."""
+
+
+class SafeUnpickler(pickle.Unpickler):
+    """Builds plain data and allow-listed record classes only; refuses every other global by name."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        found = _ALLOWED.get((module, name))
+        if found is None:
+            raise SessionFormatError(
+                f"refuses to load {module[:80]}.{name[:80]} from the pickle (only AgentLab's step records, "
+                "plain data and numpy arrays are read; a pickle naming anything else could run code)"
+            )
+        return found
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise SessionFormatError("refuses a pickle with persistent ids")
+
+
+def _plain(value: Any, depth: int = 0) -> Any:
+    """The loaded value as JSON-like data (records as dicts, arrays as lists), bounded in depth."""
+    if depth > 256:
+        raise SessionFormatError("pickle data nested deeper than 256 levels")
+    if isinstance(value, _Record):
+        return {k: _plain(v, depth + 1) for k, v in value.as_dict().items()}
+    if isinstance(value, _Array):
+        return [_plain(v, depth + 1) for v in value.values]
+    if isinstance(value, dict):
+        return {str(k): _plain(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_plain(v, depth + 1) for v in value]
+    if isinstance(value, bytes | bytearray):
+        return None
+    if isinstance(value, _DType):
+        return value.kind
+    return value
+
+
+def load_step_pickle(path: Path, limits: SessionLimits | None = None) -> dict[str, Any]:
+    """One ``step_N.pkl.gz`` as plain data (``SessionFormatError`` for anything else, one line)."""
+    limits = limits or SessionLimits.from_env()
+    fd = open_regular_file(path, str(path), "pickle file")
+    try:
+        if os.fstat(fd).st_size > MAX_PICKLE_BYTES:
+            raise SessionFormatError(f"{path}: larger than {MAX_PICKLE_BYTES} bytes")
+        with os.fdopen(os.dup(fd), "rb") as file:
+            raw = file.read(MAX_PICKLE_BYTES + 1)
+    finally:
+        os.close(fd)
+    data = inflate_bounded(raw, MAX_PICKLE_BYTES, str(path)) if raw[:2] == b"\x1f\x8b" else raw
+    try:
+        loaded = SafeUnpickler(io.BytesIO(data)).load()
+    except SessionFormatError as exc:
+        raise SessionFormatError(f"{path}: {exc}") from None
+    except (
+        pickle.UnpicklingError,
+        EOFError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        IndexError,
+        KeyError,
+    ) as exc:
+        raise SessionFormatError(
+            f"{path}: not a readable AgentLab step pickle ({type(exc).__name__}: {exc})"
+        ) from None
+    plain = _plain(loaded)
+    if not isinstance(plain, dict):
+        raise SessionFormatError(f"{path}: the pickle holds no StepInfo record")
+    check_depth(plain, limits.max_depth * 2, str(path))
+    return plain
+
+
+# -- DOMSnapshot -> HTML ------------------------------------------------------------------------
+
+_VOID = frozenset(
+    {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+)
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9:._-]*$")
+
+
+def _rare(data: Any) -> dict[int, Any]:
+    """CDP ``RareStringData`` / ``RareIntegerData`` as {node: value}; ``RareBooleanData`` as {node: True}."""
+    if not isinstance(data, dict):
+        return {}
+    index = data.get("index") or []
+    values = data.get("value")
+    if values is None:
+        return {int(i): True for i in index if isinstance(i, int)}
+    return {int(i): v for i, v in zip(index, values, strict=False) if isinstance(i, int)}
+
+
+def dom_snapshot_html(snapshot: dict[str, Any], max_nodes: int = 2_000_000) -> tuple[str, str]:
+    """(HTML, title) of the first document of a ``DOMSnapshot.captureSnapshot`` result."""
+    strings = snapshot.get("strings")
+    documents = snapshot.get("documents")
+    if not isinstance(strings, list) or not isinstance(documents, list) or not documents:
+        raise SessionFormatError("the observation's DOM snapshot has no documents")
+    nodes = documents[0].get("nodes") if isinstance(documents[0], dict) else None
+    if not isinstance(nodes, dict):
+        raise SessionFormatError("the observation's DOM snapshot has no nodes")
+
+    def text(i: Any) -> str:
+        return (
+            strings[i] if isinstance(i, int) and 0 <= i < len(strings) and isinstance(strings[i], str) else ""
+        )
+
+    parents = nodes.get("parentIndex") or []
+    types = nodes.get("nodeType") or []
+    names = nodes.get("nodeName") or []
+    values = nodes.get("nodeValue") or []
+    attributes = nodes.get("attributes") or []
+    if len(parents) > max_nodes:
+        raise SessionFormatError(f"the DOM snapshot has more than {max_nodes} nodes")
+    input_values = {k: text(v) for k, v in _rare(nodes.get("inputValue")).items()}
+    text_values = {k: text(v) for k, v in _rare(nodes.get("textValue")).items()}
+    checked = _rare(nodes.get("inputChecked"))
+    selected = _rare(nodes.get("optionSelected"))
+    children: dict[int, list[int]] = {}
+    for i, parent in enumerate(parents):
+        if isinstance(parent, int) and 0 <= parent < i:
+            children.setdefault(parent, []).append(i)
+    parts: list[str] = []
+    title: list[str] = []
+    stack: list[tuple[int, bool]] = [(0, False)]
+    while stack:
+        i, closing = stack.pop()
+        kind = types[i] if i < len(types) else 0
+        name = text(names[i] if i < len(names) else -1)
+        if closing:
+            parts.append(f"</{name.lower()}>")
+            continue
+        if kind == 3:
+            value = text(values[i] if i < len(values) else -1)
+            parent_name = text(names[parents[i]]) if isinstance(parents[i], int) and parents[i] >= 0 else ""
+            parts.append(value if parent_name in ("STYLE", "SCRIPT") else html_lib.escape(value, quote=False))
+            if parent_name == "TITLE":
+                title.append(value)
+            continue
+        if kind == 10:
+            parts.append(f"<!DOCTYPE {re.sub(r'[^A-Za-z0-9]', '', name) or 'html'}>")
+            continue
+        if kind == 1 and _NAME.match(name):
+            lower = name.lower()
+            pairs = attributes[i] if i < len(attributes) and isinstance(attributes[i], list) else []
+            attrs = {text(pairs[j]): text(pairs[j + 1]) for j in range(0, len(pairs) - 1, 2)}
+            if lower == "input" and i in input_values and attrs.get("type", "").lower() != "file":
+                attrs["value"] = input_values[i]
+            if i in checked:
+                attrs["checked"] = ""
+            if lower == "option":
+                attrs.pop("selected", None)
+                if i in selected:
+                    attrs["selected"] = ""
+            written = "".join(
+                f' {k}="{html_lib.escape(v)}"' if v or k not in ("checked", "selected") else f" {k}"
+                for k, v in attrs.items()
+                if _NAME.match(k)
+            )
+            parts.append(f"<{lower}{written}>")
+            if lower in _VOID:
+                continue
+            stack.append((i, True))
+            if lower == "textarea" and i in text_values:
+                parts.append(html_lib.escape(text_values[i], quote=False))
+                continue
+        stack.extend((child, False) for child in reversed(children.get(i, [])))
+    return "".join(parts), " ".join("".join(title).split())
+
+
+# -- experiment folder -> episode ---------------------------------------------------------------
+
+
+def _final_answer(obs: dict[str, Any]) -> str | None:
+    """The chat's last message when the assistant wrote it: what BrowserGym's ``validate`` takes as the
+    answer (its greeting included, as live)."""
+    messages = obs.get("chat_messages")
+    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
+        return None
+    last = messages[-1]
+    return (
+        last.get("message")
+        if last.get("role") == "assistant" and isinstance(last.get("message"), str)
+        else None
+    )
+
+
+def _task_id(summary: Any, folder: Path) -> int | None:
+    """The task name's number (``webarena.<id>``): from the summary when it names the task, else from
+    AgentLab's folder name ``<date>_<agent>_on_<task_name>_<seed>``."""
+    text = ""
+    if isinstance(summary, dict):
+        text = str(summary.get("env_args.task_name") or summary.get("task_name") or "")
+    if not text:
+        named = re.search(r"_on_(.+)_\d+$", folder.name)
+        text = named.group(1) if named else ""
+    match = re.search(r"\.(\d+)$", text)
+    return int(match.group(1)) if match else None
+
+
+def import_agentlab_experiment(folder: Path) -> ImportedEpisode:
+    """One experiment folder (``step_N.pkl.gz`` ... and ``summary_info.json``)."""
+    files = sorted(
+        ((int(m.group(1)), p) for p in folder.iterdir() if (m := _STEP.match(p.name))),
+        key=lambda item: item[0],
+    )
+    if not files:
+        raise SessionFormatError(f"{folder}: no step_N.pkl.gz files (not an AgentLab experiment folder)")
+    summary = (
+        read_json_file(folder / "summary_info.json", "summary")
+        if (folder / "summary_info.json").exists()
+        else {}
+    )
+    steps: list[Step] = []
+    answer: str | None = None
+    previous_action: str | None = None
+    for number, path in files:
+        info = load_step_pickle(path)
+        obs = info.get("obs")
+        action = info.get("action") if isinstance(info.get("action"), str) else None
+        if not isinstance(obs, dict):  # the last StepInfo of an episode may carry no observation
+            previous_action = action
+            continue
+        urls = [u for u in obs.get("open_pages_urls") or [] if isinstance(u, str)]
+        titles = [t for t in obs.get("open_pages_titles") or [] if isinstance(t, str)]
+        active_raw = obs.get("active_page_index")
+        active = active_raw[0] if isinstance(active_raw, list) and active_raw else active_raw
+        active = active if isinstance(active, int) and 0 <= active < max(len(urls), 1) else 0
+        observed_url = obs.get("url")
+        url: str = (
+            observed_url if isinstance(observed_url, str) else (urls[active] if urls else "about:blank")
+        )
+        html: str | None = None
+        title = ""
+        if isinstance(obs.get("dom_object"), dict):
+            html, title = dom_snapshot_html(obs["dom_object"])
+        elif isinstance(
+            obs.get("dom_txt"), str
+        ):  # BrowserGym's default preprocessor: the same DOM, flattened
+            html = obs["dom_txt"]
+        title = title or (titles[active] if active < len(titles) else "")
+        tabs = [
+            TabState(
+                tab_id=f"page-{i}",
+                url=page_url,
+                title=(titles[i] if i < len(titles) else "") or (title if i == active else ""),
+                active=i == active,
+                html=html if i == active else None,
+            )
+            for i, page_url in enumerate(urls or [url])
+        ]
+        answer = _final_answer(obs)
+        reward = info.get("reward")
+        steps.append(
+            Step(
+                index=len(steps),
+                trigger="reset" if not steps else "action",
+                action=previous_action,
+                timestamp=float(number),
+                url=url,
+                title=title,
+                tabs=tabs,
+                reward=float(reward)
+                if isinstance(reward, int | float) and not isinstance(reward, bool)
+                else None,
+            )
+        )
+    if not steps:
+        raise SessionFormatError(f"{folder}: no step holds an observation")
+    task_id = _task_id(summary, folder)
+    return ImportedEpisode(
+        name=folder.name,
+        source=str(folder),
+        steps=steps,
+        task_id=task_id,
+        final_answer=answer,
+        lacks=[
+            "network traffic and cookies (program_html on pages not open at the step is not answerable)",
+            "other tabs' DOM (only the active page's DOMSnapshot is observed)",
+            "stylesheets (layout-dependent questions are refused)",
+        ],
+        tool="agentlab",
+    )
+
+
+def import_agentlab(path: Path) -> Iterator[ImportedEpisode]:
+    """``path``: one experiment folder, or a study folder of them (searched one level deep)."""
+    if any(_STEP.match(p.name) for p in path.iterdir()):
+        yield import_agentlab_experiment(path)
+        return
+    folders = sorted(
+        p for p in path.iterdir() if p.is_dir() and any(_STEP.match(q.name) for q in p.iterdir())
+    )
+    if not folders:
+        raise SessionFormatError(f"{path}: no AgentLab experiment folder (step_N.pkl.gz files) here")
+    for folder in folders:
+        yield import_agentlab_experiment(folder)

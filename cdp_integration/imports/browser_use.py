@@ -1,0 +1,121 @@
+"""browser-use ``AgentHistoryList`` JSON (``history.save_to_file``) -> sessions, with its HAR when given.
+
+Each history item holds the browser state browser-use observed at the start of that step (URL,
+title, tabs), the actions it then took and their results; the final result is the last item's
+``extracted_content`` (``history.final_result()``). The session gets one step per item, the tab
+URLs and titles, no DOM (the history holds none), and the traffic of a HAR recorded with
+``record_har_path`` (browser-use keeps HTTPS requests only, so a plain-HTTP site's HAR is empty).
+
+The state after the last item's actions is not recorded. When those actions are only ``done``, the
+last observed state is the final one; otherwise the final URL is unknown, and a ``url_match`` on it
+is a ``ReplayMissError`` rather than a guess.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from cdp_integration.errors import SessionFormatError
+from cdp_integration.har.importer import load_har
+from cdp_integration.imports.common import ImportedEpisode, read_json_file
+from cdp_integration.imports.verified import _exchange
+from cdp_integration.session.models import Step, TabState
+
+__all__ = ["import_browser_use", "import_history"]
+
+HISTORY_SUFFIX = ".json"
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _actions(item: dict[str, Any]) -> list[str]:
+    """The names of the actions the item's model output asked for (``[{"click": {...}}]`` -> ``click``)."""
+    actions = _obj(item.get("model_output")).get("action")
+    if not isinstance(actions, list):
+        return []
+    return [name for action in actions if isinstance(action, dict) for name in action]
+
+
+def import_history(path: Path, har: Path | None = None) -> ImportedEpisode:
+    """One history file (and the HAR recorded in the same run)."""
+    document = read_json_file(path, "browser-use history")
+    items = _obj(document).get("history")
+    if not isinstance(items, list) or not items:
+        raise SessionFormatError(f"{path}: not a browser-use AgentHistoryList (no history items)")
+    exchanges = [_exchange(number, entry) for number, entry in enumerate(load_har(har))] if har else []
+    steps: list[Step] = []
+    for index, raw in enumerate(items):
+        item = _obj(raw)
+        state = _obj(item.get("state"))
+        url, title = _text(state.get("url")), _text(state.get("title"))
+        listed = state.get("tabs")
+        tabs_raw: list[Any] = listed if isinstance(listed, list) else []
+        tabs = []
+        for number, tab in enumerate(_obj(t) for t in tabs_raw):
+            tab_url = _text(tab.get("url"))
+            tab_id = _text(tab.get("target_id") or tab.get("tab_id") or tab.get("page_id")) or f"tab-{number}"
+            tabs.append(
+                TabState(tab_id=tab_id, url=tab_url, title=_text(tab.get("title")), active=False, html=None)
+            )
+        active = next((i for i, tab in enumerate(tabs) if tab.url == url), None)
+        if active is None:
+            tabs.insert(0, TabState(tab_id="active", url=url, title=title, active=True, html=None))
+        else:
+            tabs[active] = tabs[active].model_copy(update={"active": True})
+        previous = _actions(_obj(items[index - 1])) if index else []
+        steps.append(
+            Step(
+                index=index,
+                trigger="reset" if index == 0 else "action",
+                action=", ".join(previous) or None,
+                timestamp=float(_obj(item.get("metadata")).get("step_start_time") or index),
+                url=url,
+                title=title,
+                tabs=tabs,
+                network=exchanges if index == len(items) - 1 else [],
+            )
+        )
+    last = _obj(items[-1])
+    results = last.get("result") if isinstance(last.get("result"), list) else []
+    final = _obj(results[-1]) if results else {}
+    answer = final.get("extracted_content") if isinstance(final.get("extracted_content"), str) else None
+    final_state_known = all(name == "done" for name in _actions(last))
+    lacks = [
+        "page state (no DOM: program_html is not answerable)",
+        "cookies and storage",
+        "plain-HTTP traffic (browser-use's HAR keeps HTTPS only)",
+    ]
+    if not final_state_known:
+        lacks.append("the state after the last step's actions (only its start state is recorded)")
+    name = path.name.removesuffix(HISTORY_SUFFIX).removesuffix(".history")
+    task = re.match(r"^(\d+)(?:\.|$)", name)  # <task_id>.json or <task_id>.<anything>.json
+    return ImportedEpisode(
+        name=name,
+        task_id=int(task.group(1)) if task else None,
+        source=str(path),
+        steps=steps,
+        final_answer=answer,
+        final_url_known=final_state_known,
+        lacks=lacks,
+        tool="browser-use",
+    )
+
+
+def import_browser_use(path: Path) -> Iterator[ImportedEpisode]:
+    """``path``: a history JSON (a ``.har`` of the same stem beside it is read too), or a directory of them."""
+    files = sorted(p for p in path.iterdir() if p.name.endswith(HISTORY_SUFFIX)) if path.is_dir() else [path]
+    if not files:
+        raise SessionFormatError(f"{path}: no browser-use history (*.json) in this directory")
+    for file in files:
+        stem = file.name.removesuffix(HISTORY_SUFFIX).removesuffix(".history")
+        har = file.with_name(stem + ".har")
+        yield import_history(file, har if har.is_file() else None)

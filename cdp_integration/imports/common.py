@@ -1,0 +1,289 @@
+"""What every importer shares: the imported episode, provenance, answers and configs, the writer.
+
+An importer turns one recording into ``ImportedEpisode``s (steps of our session model, the final
+answer, the task id, and what the format lacks); ``write_episode`` makes a finished session file of
+it, stamped ``imported:<format>`` in the header (``options.provenance``), so every score and report
+line made from it says where it came from.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from cdp_integration.errors import SessionFormatError
+from cdp_integration.session.limits import check_depth, open_regular_file
+from cdp_integration.session.models import Cookie, Evaluation, NetworkExchange, SessionEnd, Step
+from cdp_integration.session.store import PARTIAL_SUFFIX, SESSION_SUFFIX, Session, SessionWriter, new_header
+
+__all__ = [
+    "FORMATS",
+    "CookieJar",
+    "ImportedEpisode",
+    "imported_gap",
+    "imported_provenance",
+    "load_answers",
+    "read_json_file",
+    "write_episode",
+]
+
+FORMATS = ("playwright-trace", "verified", "browser-use", "agentlab")
+"""The recording formats ``cdp-session import`` reads."""
+
+PROVENANCE_PREFIX = "imported:"
+
+
+def imported_gap(session_options: Mapping[str, Any], eval_types: list[str]) -> str | None:
+    """Why an imported session cannot answer one of ``eval_types`` on its final state, or None.
+
+    The replay mocks answer every page question loudly by themselves; the final answer and the final
+    URL are read without a question that could miss, so the importer records whether it knew them.
+    """
+    imported = session_options.get("imported")
+    if not isinstance(imported, Mapping):
+        return None
+    fmt = imported.get("format")
+    if "string_match" in eval_types and imported.get("answer_known") is False:
+        return (
+            f"string_match needs the final answer: the imported {fmt} recording does not hold the agent's "
+            "final answer as its chat held it (pass it with cdp-session import --answers)"
+        )
+    if "url_match" in eval_types and imported.get("final_url_known") is False:
+        return f"url_match needs the final URL: the imported {fmt} recording ends with actions whose page it did not record"
+    return None
+
+
+def imported_provenance(session_options: Mapping[str, Any]) -> str | None:
+    """``imported:<format>`` when the session was imported (its header's ``options.provenance``)."""
+    value = session_options.get("provenance")
+    return value if isinstance(value, str) and value.startswith(PROVENANCE_PREFIX) else None
+
+
+@dataclass
+class ImportedEpisode:
+    """One recording turned into our model, before it is written."""
+
+    name: str
+    """The output file's stem (the task id when known)."""
+    source: str
+    steps: list[Step]
+    task_id: int | None = None
+    final_answer: str | None = None
+    answer_text_known: bool = True
+    """``final_answer`` is the agent's answer as its chat held it (what WebArena's string_match reads);
+    False when the format holds none, or only a transformed one (Verified's structured response)."""
+    final_url_known: bool = True
+    """False when the recording ends with actions whose resulting page was not recorded."""
+    lacks: list[str] = field(default_factory=list)
+    """What the format does not hold (named in the header, so a miss can be explained)."""
+    end_network: list[NetworkExchange] = field(default_factory=list)
+    probe_pages: list[Any] = field(default_factory=list)
+    """Pages the live evaluator opened after the last action (``TabState``), when the recording has them."""
+    task: dict[str, Any] = field(default_factory=dict)
+    tool: str | None = None
+    """The recording tool and version, when the format names them."""
+
+
+MAX_JSON_BYTES = 256 * 1024**2
+
+
+def read_json_file(path: Path, what: str, *, max_bytes: int = MAX_JSON_BYTES, max_depth: int = 512) -> Any:
+    """A JSON document from a regular file, bounded in size and nesting; one-line errors."""
+    fd = open_regular_file(path, str(path), what)
+    try:
+        if os.fstat(fd).st_size > max_bytes:
+            raise SessionFormatError(f"{path}: larger than {max_bytes} bytes")
+        with os.fdopen(os.dup(fd), "rb") as file:
+            raw = file.read(max_bytes + 1)
+    finally:
+        os.close(fd)
+    try:
+        document = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise SessionFormatError(f"{path}: not JSON ({exc})") from None
+    check_depth(document, max_depth, str(path))
+    return document
+
+
+def load_answers(path: Path) -> dict[str, str | None]:
+    """``--answers FILE``: a JSON object task id -> the agent's final answer (``null``: it gave none)."""
+    document = read_json_file(path, "answers file")
+    if not isinstance(document, dict):
+        raise SessionFormatError(f"{path}: expected a JSON object task id -> answer")
+    answers: dict[str, str | None] = {}
+    for key, value in document.items():
+        if value is not None and not isinstance(value, str):
+            raise SessionFormatError(f"{path}: the answer of task {key[:40]!r} is not a string")
+        answers[str(key)] = value
+    return answers
+
+
+def write_episode(
+    episode: ImportedEpisode,
+    fmt: str,
+    output_dir: Path,
+    *,
+    answers: Mapping[str, str | None] | None = None,
+    configs: Mapping[int, Mapping[str, Any]] | None = None,
+    redact: bool = False,
+) -> Path:
+    """Write ``episode`` as a finished session file in ``output_dir``; return its path.
+
+    ``answers`` fill in a final answer the format does not hold; ``configs`` give the task's WebArena
+    config by task id (the session then scores without ``--configs``). ``redact`` runs the project's
+    redaction over the whole session first (post bodies of sign-in forms hold passwords).
+    """
+    if not episode.steps:
+        raise SessionFormatError(f"{episode.source}: no browser state to import (no steps)")
+    provenance = PROVENANCE_PREFIX + fmt
+    task: dict[str, Any] = dict(episode.task)
+    key = str(episode.task_id) if episode.task_id is not None else episode.name
+    if episode.task_id is not None:
+        task["task_id"] = episode.task_id
+        if configs and episode.task_id in configs:
+            task["config"] = dict(configs[episode.task_id])
+    answer = episode.final_answer
+    answer_known = episode.answer_text_known and answer is not None
+    if not answer_known and answers and key in answers:
+        answer, answer_known = answers[key], True
+    probe = None
+    if episode.probe_pages:
+        probe = Evaluation(
+            kind="probe",
+            answer=answer,
+            action_type="STOP" if answer is not None else None,
+            chat_role="assistant" if answer is not None else None,
+            pages=episode.probe_pages,
+        )
+    header = new_header(
+        instance_id=episode.name,
+        options={
+            "provenance": provenance,
+            "imported": {
+                "format": fmt,
+                "source": episode.source,
+                "lacks": episode.lacks,
+                "tool": episode.tool,
+                "answer_known": answer_known,
+                "final_url_known": episode.final_url_known,
+            },
+        },
+        task=task,
+    )
+    end = SessionEnd(
+        ended=episode.steps[-1].timestamp,
+        instance_id=episode.name,
+        final_answer=answer,
+        network=episode.end_network,
+        probe=probe,
+    )
+    session = Session(header=header, steps=tuple(episode.steps), end=end, complete=True)
+    if redact:
+        from cdp_integration.session.redact import redact_session
+
+        session = redact_session(session)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    final = output_dir / (_safe_name(episode.name) + SESSION_SUFFIX)
+    writer = SessionWriter(final.with_name(final.name + PARTIAL_SUFFIX), session.header)
+    try:
+        for step in session.steps:
+            writer.write_step(step)
+        assert session.end is not None
+        return writer.finish(session.end, final)
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def _safe_name(name: str) -> str:
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "episode"
+    return cleaned[:120]
+
+
+class CookieJar:
+    """Cookies as the HTTP headers of a recording show them (``Cookie``, ``Set-Cookie``).
+
+    Recordings without a cookie store (traces, HARs) hold only these: a cookie set by a script
+    (``document.cookie``) that was never sent is not known.
+    """
+
+    def __init__(self) -> None:
+        self._cookies: dict[tuple[str, str, str], Cookie] = {}
+
+    def cookies(self) -> list[Cookie]:
+        return list(self._cookies.values())
+
+    def sent(self, url: str, header: str) -> None:
+        """A request's ``Cookie`` header: cookies the browser held for ``url``'s host."""
+        host = urlsplit(url).hostname or ""
+        for part in header.split(";"):
+            name, sep, value = part.strip().partition("=")
+            if not sep or not name:
+                continue
+            if not any(c.name == name and _domain_matches(c.domain, host) for c in self._cookies.values()):
+                self._cookies[(host, "/", name)] = Cookie(name=name, value=value, domain=host)
+            else:
+                for key, cookie in list(self._cookies.items()):
+                    if cookie.name == name and _domain_matches(cookie.domain, host) and cookie.value != value:
+                        self._cookies[key] = cookie.model_copy(update={"value": value})
+
+    def set(self, url: str, header: str, now: float) -> None:
+        """One ``Set-Cookie`` header value received from ``url`` at wall time ``now``."""
+        host = urlsplit(url).hostname or ""
+        first, *attributes = header.split(";")
+        name, sep, value = first.strip().partition("=")
+        if not sep or not name:
+            return
+        fields: dict[str, Any] = {"name": name, "value": value.strip(), "domain": host, "path": "/"}
+        expires: float | None = None
+        for attribute in attributes:
+            key, _, raw = attribute.strip().partition("=")
+            key = key.strip().lower()
+            raw = raw.strip()
+            if key == "domain" and raw:
+                fields["domain"] = "." + raw.lstrip(".")
+            elif key == "path" and raw.startswith("/"):
+                fields["path"] = raw
+            elif key == "httponly":
+                fields["httpOnly"] = True
+            elif key == "secure":
+                fields["secure"] = True
+            elif key == "samesite" and raw:
+                fields["sameSite"] = raw.capitalize()
+            elif key == "max-age":
+                try:
+                    expires = now + int(raw)
+                except ValueError:
+                    continue
+            elif key == "expires" and expires is None:
+                try:
+                    expires = parsedate_to_datetime(raw).timestamp()
+                except (TypeError, ValueError, IndexError, OverflowError):
+                    continue
+        cookie_key = (str(fields["domain"]), str(fields["path"]), name)
+        if expires is not None and expires <= now:
+            self._cookies.pop(cookie_key, None)
+            self._cookies.pop((host, "/", name), None)
+            return
+        if expires is not None:
+            fields.update(expires=expires, session=False)
+        self._cookies.pop((host, "/", name), None)
+        self._cookies[cookie_key] = Cookie.model_validate(fields)
+
+
+def _domain_matches(domain: str, host: str) -> bool:
+    domain = domain.lstrip(".")
+    return host == domain or host.endswith("." + domain)
+
+
+def now() -> float:
+    return time.time()

@@ -1,0 +1,838 @@
+"""Playwright ``trace.zip`` -> sessions: the DOM rebuilt from the trace's snapshots, its network, cookies.
+
+A trace (``context.tracing.start(snapshots=True)``; WebArena's ``run.py`` saves one per task as
+``<task_id>.zip``) holds ``trace.trace`` (JSON lines: ``before``/``after`` events of every API
+call, ``frame-snapshot`` DOMs, page events), ``trace.network`` (HAR entries as
+``resource-snapshot``) and ``resources/`` (bodies by sha1). No cookie store, no script bodies.
+
+**Snapshots.** A snapshot's ``html`` is a node: a text string, ``[name, attrs, ...children]``, or a
+reference ``[[snapshotsAgo, nodeIndex]]`` to a node of an earlier snapshot of the same frame
+(nodes counted in post-order, references not counted). They are rebuilt in order; a reference
+that points at its own snapshot (it could loop) or forward, or at no node, is refused, and the
+expansion of one snapshot is bounded (``MAX_RENDERED_NODES``), since shared subtrees can expand
+exponentially. Typed form values (``__playwright_value_``, ``__playwright_checked_``,
+``__playwright_selected_``) are written into the rebuilt HTML as the live page had them.
+Playwright drops ``<script>`` elements, so whether a page had scripts is unknown: the rebuilt page
+carries an inert empty ``<script type="application/x-playwright-dropped-scripts">`` so the replay
+guard treats it as scripted (refusing, rather than guessing, what listeners would have done).
+
+**Steps.** One step for the state before the first agent action, then one per agent action
+(click, fill, goto, ...); a step's state is the last snapshot of each open page before the next
+action. Pages the live evaluator opened (opened and closed with only ``goto`` / reads) are not
+tabs; those opened after the last action are the end probe's pages (their snapshots are the
+state the evaluator saw). A page that loaded a new document after its last snapshot (a click that
+navigated, with no snapshot afterwards) has its URL but no DOM, so a question about it is a
+``ReplayMissError``, never the previous page's answer.
+"""
+
+from __future__ import annotations
+
+import html as html_lib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from cdp_integration.errors import SessionFormatError
+from cdp_integration.imports._zip import ZipLimits, ZipReader
+from cdp_integration.imports.common import CookieJar, ImportedEpisode
+from cdp_integration.session.limits import SessionLimits, check_depth
+from cdp_integration.session.models import (
+    NetworkExchange,
+    PageResource,
+    RequestInfo,
+    ResponseInfo,
+    Step,
+    TabState,
+)
+
+__all__ = ["MAX_RENDERED_NODES", "import_trace", "import_traces", "render_snapshot_html"]
+
+MAX_RENDERED_NODES = 2_000_000
+"""Nodes one rebuilt snapshot may expand to (references included); more is refused."""
+MAX_BODY_BYTES = 16 * 1024**2
+"""Response bodies larger than this are not carried into the session."""
+DROPPED_SCRIPTS_MARKER = '<script type="application/x-playwright-dropped-scripts"></script>'
+
+ACTION_METHODS = frozenset(
+    {
+        "goto", "click", "dblclick", "fill", "type", "press", "selectOption", "check", "uncheck",
+        "setChecked", "tap", "hover", "goBack", "goForward", "reload", "setInputFiles", "dragAndDrop",
+        "keyboardPress", "keyboardType", "keyboardInsertText", "keyboardDown", "keyboardUp",
+        "mouseClick", "mouseDown", "mouseUp", "mouseMove", "mouseWheel", "dispatchEvent",
+    }
+)  # fmt: skip
+"""API calls that act on the page (a step each); the rest (evaluate, content, title, ...) only read."""
+_EVALUATOR_PAGE_METHODS = frozenset(
+    {"goto", "content", "title", "evaluateExpression", "close", "__waitInfo__"}
+)
+_VOID = frozenset(
+    {
+        "AREA",
+        "BASE",
+        "BR",
+        "COL",
+        "EMBED",
+        "HR",
+        "IMG",
+        "INPUT",
+        "LINK",
+        "META",
+        "PARAM",
+        "SOURCE",
+        "TRACK",
+        "WBR",
+    }
+)
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9:._-]*$")
+_RESOURCE_TYPES = {
+    "document": "Document", "stylesheet": "Stylesheet", "script": "Script", "image": "Image", "font": "Font",
+    "xhr": "XHR", "fetch": "Fetch", "media": "Media", "websocket": "WebSocket", "manifest": "Manifest",
+}  # fmt: skip
+_TEXT_MIME = re.compile(
+    r"^(text/|application/(json|javascript|xml|xhtml\+xml|x-www-form-urlencoded)|image/svg)"
+)
+
+
+# -- snapshot nodes -> HTML ---------------------------------------------------------------------
+
+
+def _is_reference(node: Any) -> bool:
+    return type(node) is list and len(node) == 1 and type(node[0]) is list
+
+
+def _post_order(html: Any, where: str) -> list[Any]:
+    """The snapshot's nodes that are not references, in post-order (what references count)."""
+    nodes: list[Any] = []
+    stack: list[tuple[Any, bool]] = [(html, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if type(node) is str:
+            nodes.append(node)
+        elif _is_reference(node):
+            continue
+        elif type(node) is list and node and type(node[0]) is str:
+            if expanded:
+                nodes.append(node)
+                continue
+            stack.append((node, True))
+            stack.extend((child, False) for child in reversed(node[2:]))
+        else:
+            raise SessionFormatError(f"{where}: a snapshot node is neither text, element nor reference")
+    return nodes
+
+
+@dataclass
+class _FrameSnapshots:
+    """Every snapshot of one frame, in order, with their post-order node lists (built on demand)."""
+
+    where: str
+    raw: list[dict[str, Any]] = field(default_factory=list)
+    _nodes: dict[int, list[Any]] = field(default_factory=dict)
+    _sizes: dict[tuple[int, int], int] = field(default_factory=dict)
+    """(snapshot index, id of a raw node) -> nodes it expands to; the raw nodes stay alive in ``raw``."""
+
+    def expanded_size(self, index: int, cap: int) -> int:
+        """How many nodes snapshot ``index`` expands to (at most ``cap + 1``), in time linear in the
+        raw nodes: a subtree shared by many references is counted once, not once per use."""
+        sizes = self._sizes
+
+        def size_of(node: Any, at: int) -> int:
+            return 1 if type(node) is str else sizes[(at, id(node))]
+
+        root = self.raw[index].get("html")
+        stack: list[tuple[Any, int, bool]] = [(root, index, False)]
+        while stack:
+            node, at, done = stack.pop()
+            key = (at, id(node))
+            if type(node) is str or key in sizes:
+                continue
+            if _is_reference(node):
+                target, target_at = _resolve(self, node, at)
+                if done:
+                    sizes[key] = size_of(target, target_at)
+                else:
+                    stack += [(node, at, True), (target, target_at, False)]
+            elif type(node) is list and node and type(node[0]) is str:
+                if done:
+                    sizes[key] = min(cap + 1, 1 + sum(size_of(child, at) for child in node[2:]))
+                else:
+                    stack.append((node, at, True))
+                    stack.extend((child, at, False) for child in node[2:])
+            else:
+                raise SessionFormatError(
+                    f"{self.where}: snapshot {at}: a node is neither text, element nor reference"
+                )
+        return size_of(root, index)
+
+    def nodes(self, index: int) -> list[Any]:
+        if index not in self._nodes:
+            self._nodes[index] = _post_order(self.raw[index].get("html"), f"{self.where} snapshot {index}")
+        return self._nodes[index]
+
+
+def _resolve(frame: _FrameSnapshots, node: Any, index: int) -> tuple[Any, int]:
+    """A reference's target node and the snapshot it belongs to; refuses loops and forward refs."""
+    ago, number = node[0] if len(node[0]) == 2 else (None, None)
+    if type(ago) is not int or type(number) is not int:
+        raise SessionFormatError(f"{frame.where}: snapshot {index}: malformed node reference {node!r:.60}")
+    if ago <= 0:
+        what = "its own snapshot (it could loop)" if ago == 0 else "a later snapshot"
+        raise SessionFormatError(
+            f"{frame.where}: snapshot {index}: a node reference points at {what}; refused"
+        )
+    target = index - ago
+    if target < 0:
+        raise SessionFormatError(
+            f"{frame.where}: snapshot {index}: a node reference points {ago} snapshots back, before the frame's first"
+        )
+    nodes = frame.nodes(target)
+    if not 0 <= number < len(nodes):
+        raise SessionFormatError(
+            f"{frame.where}: snapshot {index}: a node reference names node {number} of snapshot {target}, "
+            f"which has {len(nodes)}"
+        )
+    return nodes[number], target
+
+
+@dataclass
+class _Rendered:
+    html: str
+    title: str
+    typed_values: int
+    """Form controls whose live value (typed, checked, selected) differs from the markup's default."""
+
+
+def _attributes(name: str, attrs: dict[str, Any], typed: list[int]) -> list[tuple[str, str | None]]:
+    """The attributes to write: Playwright's own removed, live form state written as markup."""
+    out: dict[str, str | None] = {}
+    special: dict[str, str] = {}
+    for key, value in attrs.items():
+        if type(key) is not str or type(value) is not str:
+            continue
+        if key.startswith("__playwright"):
+            special[key] = value
+        elif _NAME.match(key):
+            out[key] = value
+    if name == "INPUT" and "__playwright_value_" in special and (out.get("type") or "").lower() != "file":
+        if out.get("value") != special["__playwright_value_"]:
+            typed.append(1)
+        out["value"] = special["__playwright_value_"]
+    if "__playwright_checked_" in special:
+        checked = special["__playwright_checked_"] == "true"
+        if checked != ("checked" in out):
+            typed.append(1)
+        out.pop("checked", None)
+        if checked:
+            out["checked"] = ""
+    if name == "OPTION" and "__playwright_selected_" in special:
+        selected = special["__playwright_selected_"] == "true"
+        if selected != ("selected" in out):
+            typed.append(1)
+        out.pop("selected", None)
+        if selected:
+            out["selected"] = ""
+    if name == "IMG" and "__playwright_current_src__" in special and "src" not in out:
+        out["src"] = special["__playwright_current_src__"]
+    if name == "TEMPLATE" and "__playwright_shadow_root_" in special:
+        out["shadowrootmode"] = "open"
+    return list(out.items())
+
+
+def render_snapshot_html(
+    frame: _FrameSnapshots, index: int, *, max_nodes: int = MAX_RENDERED_NODES
+) -> _Rendered:
+    """The HTML of snapshot ``index`` of ``frame``, references expanded (iteratively, bounded)."""
+    snapshot = frame.raw[index]
+    if frame.expanded_size(index, max_nodes) > max_nodes:
+        raise SessionFormatError(
+            f"{frame.where}: snapshot {index} expands to more than {max_nodes} nodes (shared subtrees "
+            "repeated); refused"
+        )
+    parts: list[str] = []
+    doctype = snapshot.get("doctype")
+    if isinstance(doctype, str) and doctype:
+        parts.append(f"<!DOCTYPE {re.sub(r'[^A-Za-z0-9]', '', doctype)}>")
+    typed: list[int] = []
+    title: list[str] = []
+    in_title = 0
+    emitted = 0
+    # stack items: ("node", node, snapshot index, parent name) | ("close", name)
+    stack: list[tuple[Any, ...]] = [("node", snapshot.get("html"), index, "")]
+    while stack:
+        item = stack.pop()
+        if item[0] == "close":
+            parts.append(f"</{item[1]}>")
+            if item[1] == "TITLE":
+                in_title -= 1
+            continue
+        _, node, at, parent = item
+        emitted += 1
+        if emitted > max_nodes:
+            raise SessionFormatError(
+                f"{frame.where}: snapshot {index} expands to more than {max_nodes} nodes (shared subtrees "
+                "repeated); refused"
+            )
+        if type(node) is str:
+            if parent in ("STYLE",):
+                parts.append(node.replace("</", "<\\/"))
+            else:
+                parts.append(html_lib.escape(node, quote=False))
+            if in_title:
+                title.append(node)
+            continue
+        if _is_reference(node):
+            target, at = _resolve(frame, node, at)
+            stack.append(("node", target, at, parent))
+            continue
+        if type(node) is not list or not node or type(node[0]) is not str:
+            raise SessionFormatError(
+                f"{frame.where}: snapshot {index}: a node is neither text, element nor reference"
+            )
+        name = node[0].upper()
+        if name == "SCRIPT" or not _NAME.match(node[0]):
+            continue
+        attrs = node[1] if len(node) > 1 and type(node[1]) is dict else {}
+        if name == "TEMPLATE" and "__playwright_style_sheet_" in attrs:
+            continue  # an adopted stylesheet Playwright serialized; not carried (see the fidelity notes)
+        children = node[2:]
+        if name == "TEXTAREA" and type(attrs.get("__playwright_value_")) is str:
+            value = attrs["__playwright_value_"]
+            if not (len(children) == 1 and children[0] == value) and (children or value):
+                typed.append(1)
+            children = [value]
+        written = [
+            f" {key}"
+            if value == "" and key in ("checked", "selected")
+            else f' {key}="{html_lib.escape(value or "")}"'
+            for key, value in _attributes(name, attrs, typed)
+        ]
+        parts.append(f"<{node[0]}{''.join(written)}>")
+        if name in _VOID:
+            continue
+        if name == "TITLE":
+            in_title += 1
+        stack.append(("close", node[0]))
+        stack.extend(("node", child, at, name) for child in reversed(children))
+    parts.append(DROPPED_SCRIPTS_MARKER)
+    return _Rendered("".join(parts), " ".join("".join(title).split()), len(typed))
+
+
+# -- the trace's events -------------------------------------------------------------------------
+
+
+@dataclass
+class _Call:
+    call_id: str
+    cls: str
+    method: str
+    params: dict[str, Any]
+    line: int
+    start: float
+    page: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class _Snapshot:
+    line: int
+    frame: str
+    index: int
+    """Position in its frame's snapshot list."""
+    page: str
+    main: bool
+    url: str
+    time: float
+    call: str
+    phase: str
+    overrides: list[dict[str, Any]]
+
+
+@dataclass
+class _Page:
+    page_id: str
+    opened: int
+    closed: int | None = None
+    calls: list[_Call] = field(default_factory=list)
+
+
+@dataclass
+class _Trace:
+    source: str
+    reader: ZipReader
+    calls: list[_Call] = field(default_factory=list)
+    by_id: dict[str, _Call] = field(default_factory=dict)
+    snapshots: list[_Snapshot] = field(default_factory=list)
+    frames: dict[str, _FrameSnapshots] = field(default_factory=dict)
+    pages: dict[str, _Page] = field(default_factory=dict)
+    network: list[dict[str, Any]] = field(default_factory=list)
+    wall0: float = 0.0
+    mono0: float = 0.0
+    tool: str | None = None
+    lines: int = 0
+
+    def wall(self, monotonic: float) -> float:
+        return self.wall0 + (monotonic - self.mono0) / 1000
+
+
+def _lines(reader: ZipReader, suffix: str, limits: SessionLimits) -> Iterator[tuple[str, dict[str, Any]]]:
+    for name in sorted(n for n in reader.names() if n.endswith(suffix) and "/" not in n):
+        data = reader.read(name)
+        for number, line in enumerate(data.split(b"\n"), 1):
+            if not line.strip():
+                continue
+            if len(line) > limits.max_record_bytes:
+                raise SessionFormatError(
+                    f"{reader.source}: {name} line {number} is larger than the record limit"
+                )
+            try:
+                event = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise SessionFormatError(f"{reader.source}: {name} line {number}: not JSON ({exc})") from None
+            if type(event) is not dict:
+                raise SessionFormatError(f"{reader.source}: {name} line {number}: not a JSON object")
+            check_depth(event, 1024, f"{reader.source}: {name} line {number}")
+            yield name, event
+
+
+def _number(value: Any, default: float = 0.0) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _read_trace(reader: ZipReader, limits: SessionLimits) -> _Trace:
+    trace = _Trace(source=reader.source, reader=reader)
+    if not any(n.endswith(".trace") and "/" not in n for n in reader.names()):
+        raise SessionFormatError(f"{reader.source}: not a Playwright trace (no trace.trace member)")
+    for _name, event in _lines(reader, ".trace", limits):
+        trace.lines += 1
+        if trace.lines > limits.max_records * 10:
+            raise SessionFormatError(f"{reader.source}: more than {limits.max_records * 10} trace events")
+        kind = event.get("type")
+        line = trace.lines
+        if kind == "context-options":
+            trace.wall0 = _number(event.get("wallTime")) / 1000
+            trace.mono0 = _number(event.get("monotonicTime"))
+            version = _text(event.get("playwrightVersion"))
+            trace.tool = f"playwright {version}".strip() if version else "playwright"
+        elif kind == "before":
+            params = _obj(event.get("params"))
+            call = _Call(
+                call_id=_text(event.get("callId")),
+                cls=_text(event.get("class")),
+                method=_text(event.get("method")),
+                params=params,
+                line=line,
+                start=_number(event.get("startTime")),
+            )
+            page_param = params.get("page") if isinstance(params.get("page"), dict) else None
+            if call.cls == "Page" and isinstance(event.get("pageId"), str):
+                call.page = event["pageId"]
+            elif page_param and isinstance(page_param.get("guid"), str) and call.cls == "Page":
+                call.page = page_param["guid"]
+            trace.calls.append(call)
+            trace.by_id[call.call_id] = call
+        elif kind == "after":
+            call_after = trace.by_id.get(_text(event.get("callId")))
+            if call_after is not None and isinstance(event.get("error"), dict):
+                call_after.error = _text(event["error"].get("message")) or "error"
+        elif kind == "frame-snapshot":
+            raw = event.get("snapshot")
+            if not isinstance(raw, dict):
+                raise SessionFormatError(
+                    f"{reader.source}: trace event {line}: frame-snapshot without a snapshot"
+                )
+            frame_id, page_id = _text(raw.get("frameId")), _text(raw.get("pageId"))
+            frame = trace.frames.setdefault(
+                frame_id, _FrameSnapshots(where=f"{reader.source}: frame {frame_id[-12:]}")
+            )
+            frame.raw.append(raw)
+            call_id = _text(raw.get("callId"))
+            snapshot = _Snapshot(
+                line=line,
+                frame=frame_id,
+                index=len(frame.raw) - 1,
+                page=page_id,
+                main=raw.get("isMainFrame") is not False,
+                url=_text(raw.get("frameUrl")),
+                time=_number(raw.get("timestamp")),
+                call=call_id,
+                phase=_text(raw.get("phase")),
+                overrides=[o for o in raw.get("resourceOverrides") or [] if isinstance(o, dict)],
+            )
+            trace.snapshots.append(snapshot)
+            owner = trace.by_id.get(call_id)
+            if owner is not None and owner.page is None and snapshot.main:
+                owner.page = page_id
+            trace.pages.setdefault(page_id, _Page(page_id, opened=0))
+        elif kind == "event" and event.get("class") == "BrowserContext":
+            params = _obj(event.get("params"))
+            page_id = _text(params.get("pageId"))
+            if event.get("method") == "page" and page_id:
+                trace.pages.setdefault(page_id, _Page(page_id, opened=line))
+            elif event.get("method") == "pageClosed" and page_id in trace.pages:
+                trace.pages[page_id].closed = line
+    for _name, event in _lines(reader, ".network", limits):
+        entry = event.get("snapshot")
+        if event.get("type") == "resource-snapshot" and isinstance(entry, dict):
+            trace.network.append(entry)
+    trace.network.sort(key=lambda e: _number(e.get("_monotonicTime")))
+    for call in trace.calls:
+        if call.page in trace.pages:
+            trace.pages[call.page].calls.append(call)
+    return trace
+
+
+# -- trace -> steps -----------------------------------------------------------------------------
+
+
+def _evaluator_pages(trace: _Trace) -> set[str]:
+    """Pages opened and closed with nothing but navigation and reads: the live evaluator's tabs."""
+    return {
+        page.page_id
+        for page in trace.pages.values()
+        if page.closed is not None
+        and page.opened > 0
+        and page.calls
+        and all(call.method in _EVALUATOR_PAGE_METHODS for call in page.calls)
+    }
+
+
+def _headers(raw: Any) -> list[tuple[str, str]]:
+    if not isinstance(raw, list):
+        return []
+    return [
+        (item["name"], item["value"])
+        for item in raw
+        if isinstance(item, dict) and isinstance(item.get("name"), str) and isinstance(item.get("value"), str)
+    ]
+
+
+def _joined(headers: list[tuple[str, str]]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, value in headers:
+        out[name] = f"{out[name]}\n{value}" if name in out else value
+    return out
+
+
+def _body(trace: _Trace, content: dict[str, Any], mime: str) -> tuple[str | None, bool]:
+    member = content.get("_file") or (
+        f"resources/{content['_sha1']}" if isinstance(content.get("_sha1"), str) else None
+    )
+    if isinstance(content.get("text"), str):
+        return content["text"], content.get("encoding") == "base64"
+    if not isinstance(member, str) or not trace.reader.has(member):
+        return None, False
+    if not _TEXT_MIME.match(mime.lower()):
+        return None, False
+    data = trace.reader.read(member, MAX_BODY_BYTES)
+    try:
+        return data.decode("utf-8"), False
+    except UnicodeDecodeError:
+        return None, False
+
+
+def _started(entry: dict[str, Any], trace: _Trace) -> float:
+    text = _text(entry.get("startedDateTime"))
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return trace.wall(_number(entry.get("_monotonicTime")))
+
+
+def _exchange(trace: _Trace, number: int, entry: dict[str, Any], evaluator: set[str]) -> NetworkExchange:
+    request = _obj(entry.get("request"))
+    response = _obj(entry.get("response"))
+    content = _obj(response.get("content"))
+    post = _obj(request.get("postData"))
+    request_headers = _joined(_headers(request.get("headers")))
+    mime = _text(content.get("mimeType"))
+    body, base64 = _body(trace, content, mime)
+    page = _text(entry.get("pageref")) or None
+    status = int(_number(response.get("status"), -1))
+    return NetworkExchange(
+        request_id=f"trace-{number}",
+        tab_id=page,
+        origin="evaluator" if page in evaluator else "agent",
+        source="playwright",
+        started=_started(entry, trace),
+        duration_ms=_number(entry.get("time"), -1),
+        request=RequestInfo(
+            method=_text(request.get("method")) or "GET",
+            url=_text(request.get("url")),
+            headers=request_headers,
+            headers_source="wire" if any(k.lower() == "accept" for k in request_headers) else "devtools",
+            post_data=_text(post.get("text")) or None,
+            resource_type=_RESOURCE_TYPES.get(_text(entry.get("_resourceType")), "Other"),
+        ),
+        response=None
+        if status <= 0
+        else ResponseInfo(
+            status=status,
+            status_text=_text(response.get("statusText")),
+            headers=_joined(_headers(response.get("headers"))),
+            mime_type=mime.split(";")[0].strip(),
+            redirect_url=_text(response.get("redirectURL")) or None,
+            body=body,
+            body_base64=base64,
+        ),
+    )
+
+
+def _is_document(entry: dict[str, Any]) -> bool:
+    response = _obj(entry.get("response"))
+    status = int(_number(response.get("status"), -1))
+    return entry.get("_resourceType") == "document" and 200 <= status < 300
+
+
+def _action_text(call: _Call) -> str:
+    params = call.params
+    arg = params.get("selector") or params.get("url") or params.get("key") or params.get("text")
+    parts = [repr(arg)] if isinstance(arg, str) else []
+    if call.method in ("fill", "type") and isinstance(params.get("value"), str):
+        parts.append(repr(params["value"]))
+    if call.method == "selectOption" and params.get("options") is not None:
+        parts.append(orjson.dumps(params["options"]).decode()[:200])
+    return f"{call.method}({', '.join(parts)})"
+
+
+class _Builder:
+    """Walks the trace once, building the state at each step boundary."""
+
+    def __init__(self, trace: _Trace) -> None:
+        self.trace = trace
+        self.evaluator = _evaluator_pages(trace)
+        self.jar = CookieJar()
+        self.network_done = 0
+        self.resources_seen: set[str] = set()
+        self.rendered: dict[tuple[str, int], _Rendered] = {}
+        self.lacks: set[str] = set()
+
+    def _render(self, snapshot: _Snapshot) -> _Rendered:
+        key = (snapshot.frame, snapshot.index)
+        if key not in self.rendered:
+            self.rendered[key] = render_snapshot_html(self.trace.frames[snapshot.frame], snapshot.index)
+        return self.rendered[key]
+
+    def _latest(self, limit_line: int, extra_call: str | None) -> dict[str, _Snapshot]:
+        """Each page's last main-frame snapshot before ``limit_line`` (plus the "before" snapshot of
+        ``extra_call``, the state right before the next action)."""
+        latest: dict[str, _Snapshot] = {}
+        for snapshot in self.trace.snapshots:
+            if not snapshot.main:
+                continue
+            if snapshot.line < limit_line or (snapshot.call == extra_call and snapshot.phase == "before"):
+                latest[snapshot.page] = snapshot
+        return latest
+
+    def _tab(self, page_id: str, snapshot: _Snapshot | None, until: float, active: bool) -> TabState:
+        documents = [
+            entry
+            for entry in self.trace.network
+            if entry.get("pageref") == page_id
+            and _is_document(entry)
+            and _number(entry.get("_monotonicTime")) <= until
+            and (snapshot is None or entry.get("_frameref") in (None, snapshot.frame))
+        ]
+        newer = [e for e in documents if snapshot is None or _number(e.get("_monotonicTime")) > snapshot.time]
+        if snapshot is None or newer:
+            url = _text(newer[-1]["request"].get("url")) if newer else "about:blank"
+            if newer:
+                self.lacks.add("the DOM of a page loaded after the trace's last snapshot of it")
+            return TabState(tab_id=page_id, url=url, title="", active=active, html=None)
+        rendered = self._render(snapshot)
+        return TabState(
+            tab_id=page_id, url=snapshot.url, title=rendered.title, active=active, html=rendered.html
+        )
+
+    def _traffic(self, until: float) -> tuple[list[NetworkExchange], list[PageResource]]:
+        exchanges: list[NetworkExchange] = []
+        resources: list[PageResource] = []
+        network = self.trace.network
+        while (
+            self.network_done < len(network)
+            and _number(network[self.network_done].get("_monotonicTime")) <= until
+        ):
+            entry = network[self.network_done]
+            exchange = _exchange(self.trace, self.network_done, entry, self.evaluator)
+            self.network_done += 1
+            exchanges.append(exchange)
+            cookie = exchange.request.headers.get("Cookie") or exchange.request.headers.get("cookie")
+            if cookie:
+                self.jar.sent(exchange.request.url, cookie.split("\n")[0])
+            response = exchange.response
+            if response is not None:
+                for name, value in _headers(_obj(entry.get("response")).get("headers")):
+                    if name.lower() == "set-cookie":
+                        for line in value.split("\n"):
+                            self.jar.set(exchange.request.url, line, exchange.started)
+                if (
+                    exchange.request.resource_type == "Stylesheet"
+                    and response.body is not None
+                    and exchange.request.url not in self.resources_seen
+                ):
+                    self.resources_seen.add(exchange.request.url)
+                    resources.append(
+                        PageResource(
+                            url=exchange.request.url,
+                            type="Stylesheet",
+                            mime_type=response.mime_type or "text/css",
+                            body=response.body,
+                        )
+                    )
+        return exchanges, resources
+
+    def _overrides(self, snapshots: list[_Snapshot]) -> list[PageResource]:
+        """Stylesheets whose content the snapshot took from the CSSOM (``resourceOverrides`` by sha1)."""
+        found: list[PageResource] = []
+        for snapshot in snapshots:
+            for override in snapshot.overrides:
+                url, sha1 = override.get("url"), override.get("sha1")
+                if not isinstance(url, str) or not isinstance(sha1, str) or url in self.resources_seen:
+                    continue
+                member = f"resources/{sha1}"
+                if not self.trace.reader.has(member):
+                    continue
+                try:
+                    body = self.trace.reader.read(member, MAX_BODY_BYTES).decode("utf-8")
+                except UnicodeDecodeError:
+                    continue
+                self.resources_seen.add(url)
+                found.append(PageResource(url=url, type="Stylesheet", mime_type="text/css", body=body))
+        return found
+
+    def steps(self) -> tuple[list[Step], list[NetworkExchange], list[TabState]]:
+        trace = self.trace
+        actions = [c for c in trace.calls if c.method in ACTION_METHODS and c.page not in self.evaluator]
+        if not actions and not trace.snapshots:
+            raise SessionFormatError(f"{trace.source}: the trace holds no page snapshot and no action")
+        # boundaries: before the first action, then after each one (until the next one starts)
+        boundaries: list[tuple[_Call | None, _Call | None]] = [(None, actions[0] if actions else None)]
+        boundaries += [
+            (action, actions[i + 1] if i + 1 < len(actions) else None) for i, action in enumerate(actions)
+        ]
+        if not actions:
+            boundaries = [(None, None)]
+        steps: list[Step] = []
+        active_page = next((a.page for a in actions if a.page), None)
+        for number, (done, upcoming) in enumerate(boundaries):
+            if done is not None and done.page:
+                active_page = done.page
+            limit_line = upcoming.line if upcoming is not None else trace.lines + 1
+            until = upcoming.start if upcoming is not None else float("inf")
+            latest = self._latest(limit_line, upcoming.call_id if upcoming else None)
+            open_pages = [
+                page
+                for page in trace.pages.values()
+                if page.page_id not in self.evaluator
+                and page.opened < limit_line
+                and (page.closed is None or page.closed > limit_line)
+            ]
+            if active_page is None or all(p.page_id != active_page for p in open_pages):
+                active_page = open_pages[0].page_id if open_pages else None
+            tabs = [
+                self._tab(p.page_id, latest.get(p.page_id), until, p.page_id == active_page)
+                for p in open_pages
+            ]
+            network, resources = self._traffic(until) if upcoming is not None else ([], [])
+            resources += self._overrides([latest[p.page_id] for p in open_pages if p.page_id in latest])
+            active = next((t for t in tabs if t.active), tabs[0] if tabs else None)
+            when = (
+                latest[active.tab_id].time
+                if active and active.tab_id in latest
+                else (done.start if done else trace.mono0)
+            )
+            steps.append(
+                Step(
+                    index=number,
+                    trigger="reset" if done is None else "action",
+                    action=None if done is None else _action_text(done),
+                    timestamp=trace.wall(when),
+                    url=active.url if active else "about:blank",
+                    title=active.title if active else "",
+                    tabs=tabs,
+                    cookies=self.jar.cookies(),
+                    network=network,
+                    resources=resources,
+                )
+            )
+        # the rest of the traffic (the last action's and the evaluator's) and the final cookies
+        end_network, end_resources = self._traffic(float("inf"))
+        last = steps[-1]
+        steps[-1] = last.model_copy(
+            update={
+                "network": [*last.network, *end_network],
+                "resources": [*last.resources, *end_resources],
+                "cookies": self.jar.cookies(),
+            }
+        )
+        last_action_line = actions[-1].line if actions else 0
+        probe_pages = []
+        for page_id in sorted(self.evaluator, key=lambda p: trace.pages[p].opened):
+            page = trace.pages[page_id]
+            if page.opened <= last_action_line:
+                continue
+            mains = [s for s in trace.snapshots if s.page == page_id and s.main and s.url != "about:blank"]
+            if mains:
+                probe_pages.append(self._tab(page_id, mains[-1], float("inf"), False))
+        return steps, [], probe_pages
+
+
+def _task_id(path: Path) -> int | None:
+    """``<task_id>.zip`` (WebArena's ``run.py`` naming) gives the task id."""
+    stem = path.name.removesuffix(".zip")
+    return int(stem) if stem.isdigit() else None
+
+
+def import_trace(
+    path: Path, *, limits: SessionLimits | None = None, zip_limits: ZipLimits | None = None
+) -> ImportedEpisode:
+    """One ``trace.zip`` as an episode (task id from a ``<task_id>.zip`` name)."""
+    limits = limits or SessionLimits.from_env()
+    with ZipReader(path, zip_limits) as reader:
+        trace = _read_trace(reader, limits)
+        builder = _Builder(trace)
+        steps, end_network, probe_pages = builder.steps()
+    lacks = sorted(
+        {
+            *builder.lacks,
+            "script bodies and <script> elements (Playwright drops them)",
+            "cookies set by scripts (only Cookie / Set-Cookie headers are recorded)",
+            "localStorage and sessionStorage",
+            "the agent's final answer (pass --answers)",
+        }
+    )
+    task_id = _task_id(path)
+    return ImportedEpisode(
+        name=str(task_id) if task_id is not None else path.name.removesuffix(".zip"),
+        source=str(path),
+        steps=steps,
+        task_id=task_id,
+        lacks=lacks,
+        end_network=end_network,
+        probe_pages=probe_pages,
+        tool=trace.tool,
+    )
+
+
+def import_traces(path: Path, **kwargs: Any) -> Iterator[ImportedEpisode]:
+    """``path``: a ``trace.zip``, or a directory whose ``*.zip`` files are traces (not recursive)."""
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.name.endswith(".zip"))
+        if not files:
+            raise SessionFormatError(f"{path}: no *.zip trace in this directory")
+        for file in files:
+            yield import_trace(file, **kwargs)
+    else:
+        yield import_trace(path, **kwargs)

@@ -1,0 +1,294 @@
+"""``cdp-session import``: real recordings of other tools, scored, equal to the live score or loud.
+
+The recordings are made by the tools themselves on the demo corpus (``tests/integration/corpus.py``):
+Playwright traces recorded by Playwright's own tracing during the live BrowserGym episodes (DOM
+snapshots on, as WebArena's ``run.py`` records them; screenshots off, which the importer does not
+read), WebArena-Verified run folders written by
+``export-verified`` from the corpus sessions. Each imported session is scored with the official
+evaluator; the score must equal the live one (the BrowserGym reward of the same episode), or the
+scoring must raise ``ReplayMissError`` naming what the format lacks. A wrong score is never accepted,
+and the evaluation types a format holds (url_match, string_match with ``--answers``; program_html on
+captured pages for traces) must be answered. Counts are printed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from cdp_integration.cli import cli
+from cdp_integration.demo.job import DemoEpisode
+from cdp_integration.errors import ReplayMissError
+from cdp_integration.evaluate.scoring import evaluate_session
+from cdp_integration.session.store import PARTIAL_SUFFIX, SessionWriter, load_session
+
+pytestmark = pytest.mark.integration
+
+
+def _trace_of(episode: DemoEpisode) -> Path:
+    """Where the corpus recorder saved the episode's trace (``<worker>/traces/<trajectory>/<id>.zip``)."""
+    return episode.session.parent.parent / "traces" / episode.trajectory / f"{episode.task_id}.zip"
+
+
+def _score(path: Path) -> tuple[str, float | None, str]:
+    """("scored", score, provenance) or ("miss", None, message)."""
+    session = load_session(path)
+    try:
+        result = evaluate_session(session, per_step=False)
+    except ReplayMissError as exc:
+        return "miss", None, str(exc)
+    return "scored", result.score, str(result.provenance)
+
+
+def _must_answer(eval_types: tuple[str, ...], fmt: str) -> bool:
+    """Evaluation types the format holds everything for (given the answer): they may not miss."""
+    if fmt == "playwright-trace":
+        return "program_html" not in eval_types
+    return eval_types == ("url_match",)
+
+
+def check_traces(episodes: list[DemoEpisode], out: Path) -> Counter[str]:
+    """Import each traced episode (answers and configs from the live run) and compare with live."""
+    counts: Counter[str] = Counter()
+    traced = [e for e in episodes if _trace_of(e).exists()]
+    assert len(traced) >= 10, f"only {len(traced)} traced episodes"
+    for episode in traced:
+        live_session = load_session(episode.session)
+        where = out / f"{episode.task_id}.{episode.trajectory}"
+        answers = {str(episode.task_id): live_session.final_answer}
+        (where / "answers.json").parent.mkdir(parents=True, exist_ok=True)
+        (where / "answers.json").write_text(json.dumps(answers))
+        (where / "configs.json").write_text(json.dumps([live_session.task["config"]]))
+        result = CliRunner().invoke(
+            cli,
+            [
+                "import", "playwright-trace", str(_trace_of(episode)), "-o", str(where / "sessions"),
+                "--answers", str(where / "answers.json"), "--configs", str(where / "configs.json"),
+            ],
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output + str(result.exception)
+        imported = Path(result.stdout.strip())
+        session = load_session(imported)
+        assert session.header.options["provenance"] == "imported:playwright-trace"
+        assert session.task["task_id"] == episode.task_id
+        outcome, score, detail = _score(imported)
+        label = f"{episode.task_id}.{episode.trajectory} {episode.eval_types}"
+        if outcome == "scored":
+            assert score == episode.live, f"{label}: imported {score} != live {episode.live}"
+            assert detail == "imported:playwright-trace"
+            counts["equal to live"] += 1
+        else:
+            assert not _must_answer(episode.eval_types, "playwright-trace"), f"{label}: missed: {detail}"
+            print(f"  loud miss {label}: {detail[:200]}")
+            counts["loud miss"] += 1
+    return counts
+
+
+def _labelled(episode: DemoEpisode, verified_id: int, out: Path) -> Path:
+    """The corpus session with a WebArena-Verified task id (what ``export-verified`` needs), as
+    ``tests/integration/test_verified_export.py`` labels demo episodes."""
+    session = load_session(episode.session)
+    header = session.header.model_copy(
+        update={"task": {**session.header.task, "verified_task_id": verified_id}}
+    )
+    path = out / f"{episode.task_id}.{episode.trajectory}.session.jsonl.gz"
+    writer = SessionWriter(path.with_name(path.name + PARTIAL_SUFFIX), header)
+    for step in session.steps:
+        writer.write_step(step)
+    assert session.end is not None
+    end = session.end.model_copy(update={"task": {**session.end.task, "verified_task_id": verified_id}})
+    return writer.finish(end, path)
+
+
+def check_verified(episodes: list[DemoEpisode], out: Path) -> Counter[str]:
+    """Corpus sessions -> export-verified -> import verified: Verified's score of the imported session
+    equals its score of the live session; under the WebArena scorer, url_match equals live and the
+    rest is loud."""
+    from cdp_integration.evaluate.verified import _official_catalog, verified_score
+
+    shopping = sorted(
+        task_id
+        for task_id, task in _official_catalog().tasks.items()
+        if [str(getattr(site, "value", site)) for site in task.sites] == ["shopping"]
+    )
+    counts: Counter[str] = Counter()
+    for number, episode in enumerate(episodes):
+        verified_id = shopping[number % len(shopping)]
+        labelled = _labelled(episode, verified_id, out / "labelled")
+        run = out / "runs" / str(number)
+        exported = CliRunner().invoke(cli, ["export-verified", str(labelled), "-o", str(run)])
+        if exported.exit_code != 0:
+            assert "the agent made no navigation" in exported.stderr, exported.stderr
+            counts["not exportable (no navigation)"] += 1
+            continue
+        live_session = load_session(labelled)
+        (run.parent / f"{number}.configs.json").write_text(
+            json.dumps([{**live_session.task["config"], "task_id": verified_id}])
+        )
+        result = CliRunner().invoke(
+            cli,
+            [
+                "import", "verified", str(run), "-o", str(out / "imported" / str(number)),
+                "--configs", str(run.parent / f"{number}.configs.json"),
+            ],
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output + str(result.exception)
+        imported = Path(result.stdout.strip())
+        live_verified = verified_score(live_session)
+        imported_verified = verified_score(load_session(imported))
+        assert (imported_verified.status, imported_verified.score) == (
+            live_verified.status,
+            live_verified.score,
+        ), (
+            f"{episode.task_id}.{episode.trajectory} as Verified {verified_id}: "
+            f"{imported_verified.details} != {live_verified.details}"
+        )
+        counts["verified equal"] += 1
+        outcome, score, detail = _score(imported)
+        label = f"{episode.task_id}.{episode.trajectory} {episode.eval_types}"
+        if outcome == "scored":
+            assert score == episode.live, f"{label}: imported {score} != live {episode.live}"
+            counts["webarena equal to live"] += 1
+        else:
+            assert not _must_answer(episode.eval_types, "verified"), f"{label}: missed: {detail}"
+            counts["webarena loud miss"] += 1
+    return counts
+
+
+def test_playwright_traces_score_as_live(demo_corpus: list[DemoEpisode], tmp_path: Path) -> None:
+    counts = check_traces(demo_corpus, tmp_path)
+    print(f"\nplaywright-trace imports: {dict(counts)}")
+    assert counts["equal to live"] >= 10
+
+
+def test_verified_runs_score_as_live(demo_corpus: list[DemoEpisode], tmp_path: Path) -> None:
+    counts = check_verified(demo_corpus, tmp_path)
+    print(f"\nverified imports: {dict(counts)}")
+    assert counts["verified equal"] >= 10
+    assert counts["webarena equal to live"] >= 10
+
+
+def test_view_and_debug_work_on_an_imported_session(demo_corpus: list[DemoEpisode], tmp_path: Path) -> None:
+    episode = next(e for e in demo_corpus if _trace_of(e).exists() and "program_html" in e.eval_types)
+    runner = CliRunner()
+    result = runner.invoke(cli, ["import", "playwright-trace", str(_trace_of(episode)), "-o", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    session_path = result.stdout.strip()
+    session = load_session(session_path)
+    viewer = runner.invoke(cli, ["view", session_path, "-o", str(tmp_path / "view.html")])
+    assert viewer.exit_code == 0, viewer.output
+    assert f"({len(session.steps)} steps" in viewer.output
+    assert session.steps[-1].url in (tmp_path / "view.html").read_text()
+    stepper = runner.invoke(cli, ["debug", session_path], input="n\nq\n")
+    assert stepper.exit_code == 0, stepper.output
+    assert f"step      1 of {len(session.steps) - 1}" in stepper.output
+    assert session.steps[1].url in stepper.output
+
+
+def _navigating_click_trace(base_url: str, path: Path) -> str:
+    """A real trace whose last action is a click that navigates with no snapshot of the new page
+    (the response is held back until after the click returned); returns the live page's final URL."""
+    import threading
+
+    from playwright.sync_api import Route, sync_playwright
+
+    from cdp_integration.environment import CHROMIUM_ARGS, chromium_executable
+
+    release = threading.Event()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium_executable(), args=list(CHROMIUM_ARGS))
+        try:
+            context = browser.new_context()
+            page = context.new_page()
+            context.tracing.start(snapshots=True, screenshots=True)
+            page.goto(base_url + "/search?q=speaker")
+
+            def held(route: Route) -> None:
+                release.wait(timeout=30)
+                route.continue_()
+
+            page.route("**/products/3", held)
+            page.click("#results .product-link", no_wait_after=True)
+            release.set()
+            page.wait_for_url("**/products/3", wait_until="commit")
+            context.tracing.stop(path=str(path))
+            return page.url
+        finally:
+            browser.close()
+
+
+def test_a_navigation_with_no_later_snapshot_is_a_loud_miss(demo_site: Any, tmp_path: Path) -> None:
+    live_url = _navigating_click_trace(demo_site.base_url, tmp_path / "traces" / "7.zip")
+    result = CliRunner().invoke(
+        cli, ["import", "playwright-trace", str(tmp_path / "traces"), "-o", str(tmp_path)]
+    )
+    assert result.exit_code == 0, result.output
+    session = load_session(result.stdout.strip())
+    final = session.final_step
+    assert final.url == live_url and final.url.endswith("/products/3")
+    assert final.active_tab is not None and final.active_tab.html is None  # not the search page's DOM
+    assert any(
+        "loaded after the trace's last snapshot" in lack
+        for lack in session.header.options["imported"]["lacks"]
+    )
+
+    def config(evaluation: dict[str, Any]) -> dict[str, Any]:
+        return {"task_id": 7, "sites": ["shopping"], "intent": "open the speaker", "eval": evaluation}
+
+    url_match = config({"eval_types": ["url_match"], "reference_url": live_url, "url_note": "GOLD in PRED"})
+    assert evaluate_session(session, url_match, per_step=False).score == 1.0
+    program_html = config(
+        {
+            "eval_types": ["program_html"],
+            "program_html": [
+                {
+                    "url": "last",
+                    "locator": "",
+                    "required_contents": {"must_include": ["Bluetooth Portable Speaker"]},
+                }
+            ],
+        }
+    )
+    with pytest.raises(ReplayMissError, match="no captured page"):
+        evaluate_session(session, program_html, per_step=False)
+
+
+def test_eval_scores_a_directory_of_traces_directly(demo_corpus: list[DemoEpisode], tmp_path: Path) -> None:
+    """``cdp-session eval --import playwright-trace DIR``: imported into OUTPUT/imported, then scored."""
+    traced = [e for e in demo_corpus if _trace_of(e).exists() and e.eval_types == ("url_match",)]
+    directory = _trace_of(traced[0]).parent
+    in_directory = [e for e in traced if _trace_of(e).parent == directory]
+    configs = tmp_path / "configs.json"
+    configs.write_text(json.dumps([load_session(e.session).task["config"] for e in in_directory]))
+    result = CliRunner().invoke(
+        cli,
+        [
+            "eval",
+            str(directory),
+            "--import",
+            "playwright-trace",
+            "--configs",
+            str(configs),
+            "-o",
+            str(tmp_path / "out"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    # every trace is imported; the url_match ones (configs given) are scored, all equal to live
+    assert len(list((tmp_path / "out" / "imported").glob("*.session.jsonl.gz"))) == len(
+        list(directory.glob("*.zip"))
+    )
+    assert report["provenance"] == {"imported:playwright-trace": len(in_directory)}
+    lines = [json.loads(line) for line in (tmp_path / "out" / "output.jsonl").read_text().splitlines()]
+    scores = {
+        line["instance_id"]: line["test_result"]["score"]
+        for line in lines
+        if line["test_result"]["score"] is not None
+    }
+    assert scores == {str(e.task_id): e.live for e in in_directory}
