@@ -354,7 +354,11 @@ class MockPage(Page):
         if document is None:
             raise self._miss(op, arg)
         if self._offline is None:
-            self._offline = offline_browser().open(document)
+            try:
+                self._offline = offline_browser().open(document)
+            except ReplayMissError as exc:  # remembered: an evaluator may swallow the error
+                self._context.misses.append(str(exc))
+                raise
             self._offline_ran = 0
         for expression in self._history[self._offline_ran :]:
             # Expressions answered from the recording ran live; offline they must have the same effect.

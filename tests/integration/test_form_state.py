@@ -23,6 +23,7 @@ from playwright.sync_api import Browser
 from cdp_integration.capture.logger import CDPSessionLogger
 from cdp_integration.capture.probes import build_trajectory
 from cdp_integration.debug.viewer import inert_html
+from cdp_integration.errors import ReplayMissError
 from cdp_integration.evaluate.scoring import evaluate_session
 from cdp_integration.replay import replay_step
 from cdp_integration.session.store import Session, load_session
@@ -276,3 +277,27 @@ def test_the_viewer_shows_the_typed_values_where_they_were_typed(captured: Captu
     assert page.count("<option selected>") == 2 * 3  # blue; M and L
     assert page.count(" data-cdp-form") == 2 * 9 + 1  # every changed control is outlined
     assert 'type="password" name="password" value="••••••••••••••" data-cdp-form' in page
+
+
+def _with_title_control(session: Session, **changes: Any) -> Session:
+    step = session.final_step
+    tab = step.active_tab
+    assert tab is not None
+    controls = [c.model_copy(update=changes) if c.id == "title" else c for c in tab.form_state]
+    tabs = [tab.model_copy(update={"form_state": controls})]
+    return Session(session.header, (*session.steps[:-1], step.model_copy(update={"tabs": tabs})), session.end)
+
+
+def test_a_control_found_by_identity_elsewhere_is_restored_and_a_missing_one_is_loud(
+    captured: Captured,
+) -> None:
+    session, live = captured
+    moved = replay_step(_with_title_control(session, path=[0]), -1)
+    assert moved.evaluate(EXPRESSIONS[0]) == live["as_left"][0] == "Typed title"
+    missing = replay_step(_with_title_control(session, id="gone", path=[0]), -1)
+    with pytest.raises(ReplayMissError, match=r"input#gone.*cannot be restored"):
+        missing.evaluate(EXPRESSIONS[0])
+    # The evaluator swallows a failed evaluate (its answer becomes ""): the scoring still fails loudly.
+    config = _configs(live["base"])["passing"]
+    with pytest.raises(ReplayMissError, match="input#gone"):
+        evaluate_session(_with_title_control(session, id="gone", path=[0]), config, per_step=False)
