@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`. Both set up what is missing first.
-.PHONY: setup demo test test-webarena check-wheel bench lint
+.PHONY: setup demo test test-webarena test-conformance check-wheel bench lint
 
 setup:
 	@scripts/setup.sh
@@ -23,6 +23,10 @@ test: setup
 test-webarena: setup
 	CDP_TEST_WEBARENA_TASKS=all CDP_TEST_RUN_INFER_WEBARENA=1 .venv/bin/python -m pytest -q --durations=10 \
 		tests/integration/test_webarena_parity.py tests/integration/test_webarena_run_infer.py
+
+# The conformance suite on its four real applications with every task, the opt-in ones too (issue 19).
+test-conformance: setup
+	CDP_TEST_CONFORMANCE=all .venv/bin/python -m pytest -q tests/conformance
 
 # A plain-pip install of the built wheel in a fresh venv scores the golden sessions (needs PyPI).
 check-wheel:
