@@ -61,9 +61,9 @@ _NEEDS_FORM = (
 _NEEDS_SANDBOX = "needs form/sandbox branch: fresh-load semantics (stale open tab, fragment-blind match)"
 KNOWN_GAPS: dict[str, str] = {
     # TiddlyWiki: a reused sandbox page keeps the previous question's document when the next URL differs
-    # only after '#' (seen after 30202's questions; alone this case matched), and a fresh load of
-    # /#Amazon is answered from a tab captured at another fragment; its failure scored 1.0 offline once
-    # when scored alone (timing-dependent).
+    # only after '#' (or not at all), so which of 30203's two cases is silently wrong depends on what was
+    # scored just before (seen both ways); a fresh load of /#Amazon is also answered from a tab captured
+    # at another fragment.
     "30203.success.reconstructed": _NEEDS_SANDBOX,
     "30203.failure.reconstructed": _NEEDS_SANDBOX,
     "30204.success.reconstructed": _NEEDS_FORM,  # the typed title of an unsaved tiddler (.value)
