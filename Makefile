@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`. Both set up what is missing first.
-.PHONY: setup demo test test-webarena test-imports check-wheel bench lint
+.PHONY: setup demo test test-webarena test-imports test-conformance check-fidelity check-wheel bench lint
 
 setup:
 	@scripts/setup.sh
@@ -32,6 +32,10 @@ test-imports: setup
 	scripts/agentlab.sh
 	CDP_TEST_IMPORTS_FULL=1 CDP_TEST_AGENTLAB=1 .venv/bin/python -m pytest -q --durations=10 -s \
 		tests/integration/test_imports.py tests/integration/test_import_agentlab.py
+
+# The conformance suite on its four real applications with every task, the opt-in ones too (issue 19).
+test-conformance: setup
+	CDP_TEST_CONFORMANCE=all .venv/bin/python -m pytest -q tests/conformance
 
 # A plain-pip install of the built wheel in a fresh venv scores the golden sessions (needs PyPI).
 check-wheel:
