@@ -374,11 +374,11 @@ class _Inert(HTMLParser):
             self.out.append(_style_text(data) if self._raw else html.escape(data, quote=False))
 
     def handle_entityref(self, name: str) -> None:
-        if self._skipping is None and _SAFE_REF.match(name):
+        if self._skipping is None and self._textarea is None and _SAFE_REF.match(name):
             self.out.append(f"&{name};")
 
     def handle_charref(self, name: str) -> None:
-        if self._skipping is None and _SAFE_REF.match(name):
+        if self._skipping is None and self._textarea is None and _SAFE_REF.match(name):
             self.out.append(f"&#{name};")
 
     def handle_decl(self, decl: str) -> None:
