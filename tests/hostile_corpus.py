@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from cdp_integration.session.limits import SessionLimits
 from cdp_integration.session.models import FORMAT_VERSION
 
 MiB = 1024**2
@@ -235,9 +236,11 @@ def mxss_pages(path: Path) -> Path:
     return write(path, [*records, end()])
 
 
-def worst_memory(path: Path, strings: int = 380, dicts: int = 7_800_000) -> Path:
-    """Everything just under the default budgets at once: ~380 distinct 1 MiB strings (expanded
-    bytes) and ~7.8 million empty objects (JSON values) in records under the record size."""
+def worst_memory(path: Path, strings: int | None = None, dicts: int = 7_800_000) -> Path:
+    """Everything just under the default budgets at once: distinct 1 MiB strings up to the expanded
+    budget, then ~7.8 million empty objects (JSON values) in records under the record size."""
+    if strings is None:
+        strings = SessionLimits().max_expanded_bytes // MiB - 4
     records: list[dict[str, Any] | bytes] = [header()]
     records += [blob(f"s{n}", f"{n:08d}" + "x" * (MiB - 8)) for n in range(strings)]
     per_record = 2_000_000

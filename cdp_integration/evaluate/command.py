@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from cdp_integration.errors import CDPIntegrationError, one_line_error
+from cdp_integration.errors import CDPIntegrationError, escape_controls, one_line_error
 from cdp_integration.evaluate.batch import (
     DEFAULT_SCORER,
     SCORERS,
@@ -158,7 +158,7 @@ def eval_command(
     if incomplete:
         click.echo(f"{len(incomplete)} incomplete sessions (*.partial) not scored, e.g. {incomplete[0]}")
     click.echo("")
-    click.echo(format_summary(report))
+    click.echo(escape_controls(format_summary(report)))  # ids and errors come from the sessions
     click.echo("")
     click.echo(f"wrote {summary.output_path}, {output_dir / REPORT_JSON}, {output_dir / REPORT_MD}")
 

@@ -55,7 +55,7 @@ class SessionLimits:
     """Nesting of objects and arrays within one record."""
     max_record_bytes: int = 64 * 1024**2
     """One decompressed record (line)."""
-    max_expanded_bytes: int = 384 * 1024**2
+    max_expanded_bytes: int = 256 * 1024**2
     """What the reader builds from blobs, each blob once: plain blobs, HTML joined from its chunks,
     DOM snapshots joined and decoded (a pointer per list item counted on top of the JSON text)."""
     max_referenced_bytes: int = 2 * 1024**3

@@ -265,6 +265,7 @@ def test_full_size_refusals(tmp_path: Path, builder: Any, args: tuple[str, ...],
 @full_only
 @pytest.mark.parametrize("args", [("show", "-1", "--json"), ("redact", "-o", "out.session.jsonl.gz")])
 def test_full_size_shared_object(tmp_path: Path, args: tuple[str, ...]) -> None:
+    """With the referenced budget raised, the object every step shares is shown and redacted once."""
     path = corpus.shared_dict(tmp_path / "a.session.jsonl.gz")
-    run = run_cli_limited(args[0], path, *args[1:])
+    run = run_cli_limited(args[0], path, *args[1:], env={ENV_VARS["max_referenced_bytes"]: str(2**40)})
     assert_bounded_success(run, allowed=("out.session.jsonl.gz",))
