@@ -4,7 +4,9 @@
         --output-dir D [--dataset demo|webarena] [--mode agent|direct] [--eval-n-limit N] [--task-ids ...]
     .venv/bin/python evaluation/benchmarks/webarena/eval_infer.py D
 
-``--sdk v1`` runs an openhands-sdk agent with openhands-tools' browser tool instead (``sdk_v1.py``).
+``--sdk v1`` runs an openhands-sdk agent with openhands-tools' browser tool instead (``sdk_v1.py``, in
+the V1 environment ``.venv-v1``), on the demo tasks or ``--dataset webarena``. ``--num-workers N`` runs
+tasks side by side (``scheduler.py``).
 ``--dataset webarena`` runs WebArena's real task ids on your deployment (``webarena_dataset.py``:
 site URLs, preflight, resets); the default ``demo`` runs the bundled demo tasks as described next.
 
