@@ -405,10 +405,8 @@ def import_agentlab_experiment(folder: Path) -> ImportedEpisode:
         title = ""
         if isinstance(obs.get("dom_object"), dict):
             html, title = dom_snapshot_html(obs["dom_object"])
-        elif isinstance(
-            obs.get("dom_txt"), str
-        ):  # BrowserGym's default preprocessor: the same DOM, flattened
-            html = obs["dom_txt"]
+        # BrowserGym's default preprocessor keeps only ``dom_txt`` (``flatten_dom_to_str``): typed text
+        # of a textarea is not in it (only a value attribute), so it is not used as the page (a miss)
         title = title or (titles[active] if active < len(titles) else "")
         tabs = [
             TabState(
