@@ -11,7 +11,9 @@ constructors (rebuilt as lists from the raw bytes, numpy itself never imported);
 anything is called. Files are bounded like session files (size, inflated size, values, nesting).
 
 The DOM is rebuilt as HTML from the DOMSnapshot (typed values, checked and selected state as the
-snapshot reports them). AgentLab keeps no network log and no cookies: program_html on a page other
+snapshot reports them). An observation whose preprocessor kept only BrowserGym's ``dom_txt`` (the
+default ``Agent.obs_preprocessor`` drops ``dom_object``) has no DOM here: ``dom_txt`` lacks typed
+values, so reading it as the page could answer wrong. AgentLab keeps no network log and no cookies: program_html on a page other
 than the open ones is a ``ReplayMissError``.
 """
 
@@ -403,10 +405,8 @@ def import_agentlab_experiment(folder: Path) -> ImportedEpisode:
         title = ""
         if isinstance(obs.get("dom_object"), dict):
             html, title = dom_snapshot_html(obs["dom_object"])
-        elif isinstance(
-            obs.get("dom_txt"), str
-        ):  # BrowserGym's default preprocessor: the same DOM, flattened
-            html = obs["dom_txt"]
+        # BrowserGym's default preprocessor keeps only ``dom_txt`` (``flatten_dom_to_str``): typed text
+        # of a textarea is not in it (only a value attribute), so it is not used as the page (a miss)
         title = title or (titles[active] if active < len(titles) else "")
         tabs = [
             TabState(
@@ -447,6 +447,7 @@ def import_agentlab_experiment(folder: Path) -> ImportedEpisode:
             "network traffic and cookies (program_html on pages not open at the step is not answerable)",
             "other tabs' DOM (only the active page's DOMSnapshot is observed)",
             "stylesheets (layout-dependent questions are refused)",
+            "the DOM when the agent's preprocessor dropped the observation's DOMSnapshot (only dom_txt kept)",
         ],
         tool="agentlab",
     )

@@ -79,8 +79,9 @@ class ImportedEpisode:
     task_id: int | None = None
     final_answer: str | None = None
     answer_text_known: bool = True
-    """``final_answer`` is the agent's answer as its chat held it (what WebArena's string_match reads);
-    False when the format holds none, or only a transformed one (Verified's structured response)."""
+    """``final_answer`` is the agent's answer as its chat held it (what WebArena's string_match reads),
+    ``None`` meaning it gave none; False when the format does not hold the chat (traces) or holds only
+    a transformed answer (Verified's structured response): ``--answers`` fills it in."""
     final_url_known: bool = True
     """False when the recording ends with actions whose resulting page was not recorded."""
     lacks: list[str] = field(default_factory=list)
@@ -152,7 +153,7 @@ def write_episode(
         if configs and episode.task_id in configs:
             task["config"] = dict(configs[episode.task_id])
     answer = episode.final_answer
-    answer_known = episode.answer_text_known and answer is not None
+    answer_known = episode.answer_text_known  # the format holds the chat: no answer there is a fact
     if not answer_known and answers and key in answers:
         answer, answer_known = answers[key], True
     probe = None

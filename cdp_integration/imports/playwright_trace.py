@@ -819,6 +819,7 @@ def import_trace(
         source=str(path),
         steps=steps,
         task_id=task_id,
+        answer_text_known=False,
         lacks=lacks,
         end_network=end_network,
         probe_pages=probe_pages,

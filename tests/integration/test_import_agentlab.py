@@ -35,6 +35,7 @@ pytestmark = [
 ]
 
 
+@pytest.mark.timeout(3600)  # 14 BrowserGym episodes, ~1 min each on a loaded machine
 def test_an_agentlab_study_scores_as_live(tmp_path: Path) -> None:
     assert (AGENTLAB / ".complete").exists(), "run scripts/agentlab.sh first"
     env = {**os.environ, "PYTHONPATH": f"{AGENTLAB}:{REPO}"}
