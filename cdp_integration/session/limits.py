@@ -29,6 +29,7 @@ ENV_VARS = {
     "max_values": "CDP_SESSION_MAX_VALUES",
     "max_depth": "CDP_SESSION_MAX_DEPTH",
     "max_record_bytes": "CDP_SESSION_MAX_RECORD_BYTES",
+    "max_question_seconds": "CDP_SESSION_MAX_QUESTION_SECONDS",
 }
 """``SessionLimits`` field -> the environment variable that overrides its default (a positive integer)."""
 
@@ -46,6 +47,8 @@ class SessionLimits:
     """Nesting of objects and arrays within one record."""
     max_record_bytes: int = 256 * 1024**2
     """One decompressed record (line)."""
+    max_question_seconds: int = 10
+    """One JavaScript question the offline sandbox answers (locators, prep actions, ``eval-at``)."""
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> SessionLimits:
