@@ -183,7 +183,6 @@ class OfflineBrowser:
         A new page in a wiped context costs about what a cross-document reload of a kept page costs
         (one renderer start); a new context per question would cost ~2.5 times that.
         """
-        self._ensure()  # starting Chromium is not the question's time
         with self.limit(f"opening {document.url}"):
             context = self._idle.pop() if self._idle else self._new_context()
             try:
@@ -276,6 +275,7 @@ class OfflineBrowser:
                 self._local.depth -= 1
             return
         limit = question_seconds() if seconds is None else seconds
+        self._ensure()  # starting Chromium is not the question's time (and the watchdog needs its pid)
         fired = threading.Event()
         timer = threading.Timer(limit, self._stop_renderers, args=(fired,))
         timer.daemon = True
