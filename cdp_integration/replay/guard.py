@@ -144,6 +144,25 @@ _INSTRUMENT = r"""() => {
       if (tag === 'a') { const href = getAttribute.call(el, 'href'); return typeof href === 'string' && href.startsWith('#'); }
       return false;
     };
+    // A click that follows a link to another document or submits a form, or a form submission:
+    // live the next answers come from another document (decided here, synchronously; the 204 the
+    // sandbox answers the navigation with may reach Playwright only after the question returns).
+    const hasAttribute = Element.prototype.hasAttribute;
+    const navigates = (el, name, args) => {
+      if (name === 'submit' || name === 'requestSubmit') return el instanceof HTMLFormElement;
+      const click = name === 'click' || (name === 'dispatchEvent' && args[0] && args[0].type === 'click');
+      if (!click || !(el instanceof Element)) return false;
+      for (let n = el; n && nodeType.call(n) === 1; n = parentNode.call(n)) {
+        const tag = localName.call(n);
+        if ((tag === 'a' || tag === 'area') && hasAttribute.call(n, 'href')) {
+          const href = getAttribute.call(n, 'href').trim();
+          return !(href.startsWith('#') || /^javascript:/i.test(href));
+        }
+      }
+      const button = el instanceof HTMLButtonElement || (el instanceof HTMLInputElement && ['submit', 'image'].includes(inputType.call(el)));
+      return button && (el instanceof HTMLInputElement || get(HTMLButtonElement.prototype, 'type').call(el) === 'submit')
+        && !!get(Object.getPrototypeOf(el), 'form').call(el);
+    };
     const method = (proto, name, kind) => {
       const original = proto && proto[name];
       if (typeof original !== 'function') return;
@@ -151,7 +170,8 @@ _INSTRUMENT = r"""() => {
         configurable: true, writable: true,
         value: function (...args) {
           const what = kind === 'events' && name === 'dispatchEvent' && args[0] ? 'dispatchEvent(' + args[0].type + ')' : name + '()';
-          g[kind].push({ what: what + ' on ' + describe(this), native: kind === 'events' && name === 'click' && native(this) });
+          g[kind].push({ what: what + ' on ' + describe(this), native: kind === 'events' && name === 'click' && native(this),
+                         navigates: kind === 'events' && navigates(this, name, args) });
           return original.apply(this, args);
         },
       });
@@ -188,6 +208,9 @@ _READ = "() => window.__cdpiGuard ? [window.__cdpiGuard.events.slice(0, 20), win
 
 _LOAD_TIMEOUT_MS = 10_000
 
+_SANDBOX_GONE = ("Target crashed", "Target page, context or browser has been closed")
+"""A page that crashed (or was stopped) gives no answer; the evaluator would swallow the error as a 0."""
+
 _PAGE_FUNCTION_ERRORS = (
     "ReferenceError",
     "is not a function",
@@ -217,6 +240,11 @@ def guarded_evaluate(page: Any, expression: str, arg: Any = None, *, url: str, s
             value = page.evaluate(expression, arg)
         except Error as exc:
             message = (exc.message or str(exc)).splitlines()[0]
+            if any(marker in message for marker in _SANDBOX_GONE):
+                raise ReplayMissError(
+                    f"evaluate({_short(expression)!r}) on {url}: the offline sandbox's page died while answering "
+                    f"({message!r}), so there is no answer"
+                ) from None
             if scripted and any(marker in message for marker in _PAGE_FUNCTION_ERRORS):
                 raise ReplayMissError(
                     f"evaluate({_short(expression)!r}) on {url}: failed offline with {message!r}; the page "
@@ -227,6 +255,7 @@ def guarded_evaluate(page: Any, expression: str, arg: Any = None, *, url: str, s
             raise
         events, layout = page.evaluate(_READ)
         navigations = sandbox.navigations(page)
+    navigations += [event["what"] for event in events if event.get("navigates")]
     if navigations:  # this question navigated, or an earlier one did: live, this page is gone
         raise ReplayMissError(
             f"evaluate({_short(expression)!r}) on {url}: navigates the page ({navigations[-1]}); live the "

@@ -181,25 +181,27 @@ class OfflineBrowser:
         """A fresh page showing ``document``, alone in its browser context; hand it back with ``release``.
 
         A new page in a wiped context costs about what a cross-document reload of a kept page costs
-        (one renderer start); a new context per question would cost ~2.5 times that.
+        (one renderer start); a new context per question would cost ~2.5 times that. Loading runs
+        none of the session's JavaScript (scripts are off, every request is answered locally), so it
+        is bounded by Playwright's navigation timeout, not by the question's limit.
         """
-        with self.limit(f"opening {document.url}"):
-            context = self._idle.pop() if self._idle else self._new_context()
-            try:
-                page = context.new_page()
-            except Exception:
-                with contextlib.suppress(Exception):
-                    context.close()
-                raise
-            self._shown[page] = _Shown(document)
-            try:
-                self._load(page, document)
-                return page
-            except BaseException:
-                self._shown.pop(page, None)
-                with contextlib.suppress(Exception):
-                    context.close()
-                raise
+        self._ensure()
+        context = self._idle.pop() if self._idle else self._new_context()
+        try:
+            page = context.new_page()
+        except Exception:
+            with contextlib.suppress(Exception):
+                context.close()
+            raise
+        self._shown[page] = _Shown(document)
+        try:
+            self._load(page, document)
+            return page
+        except BaseException:
+            self._shown.pop(page, None)
+            with contextlib.suppress(Exception):
+                context.close()
+            raise
 
     def _load(self, page: Any, document: ReplayDocument) -> None:
         """Load ``document`` into the fresh ``page``, then re-create what its HTML cannot carry."""

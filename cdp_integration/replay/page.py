@@ -436,6 +436,10 @@ class MockPage(Page):
     def _question(self, asked: str) -> Iterator[None]:
         """One question's sandbox work (page load, replayed expressions, its own JavaScript) under
         the sandbox's time limit; a timeout is remembered as a miss and the page is dropped."""
+        document = self._captured()
+        if self._offline is None and document is not None:
+            self._offline = offline_browser().open(document)  # loading runs no session JavaScript
+            self._offline_ran = 0
         try:
             with offline_browser().limit(f"{asked} on {self._url} (step {self._context.step.index})"):
                 yield
