@@ -35,7 +35,7 @@ from playwright.sync_api import Error
 
 from cdp_integration.errors import ReplayMissError
 
-__all__ = ["NATIVE_CLICKS", "captured_scripts", "guarded_evaluate", "unstyled_stylesheets"]
+__all__ = ["NATIVE_CLICKS", "captured_scripts", "guarded_evaluate", "settle", "unstyled_stylesheets"]
 
 NATIVE_CLICKS: tuple[str, ...] = (
     "summary (toggles its details)",
@@ -234,13 +234,13 @@ def guarded_evaluate(page: Any, expression: str, arg: Any = None, *, url: str, s
 
     sandbox = offline_browser()
     with sandbox.limit(f"evaluate({_short(expression)!r}) on {url}"):
-        _settle(page)
+        settle(page)
         unstyled = page.evaluate(_INSTRUMENT)
         try:
             value = page.evaluate(expression, arg)
         except Error as exc:
             message = (exc.message or str(exc)).splitlines()[0]
-            if any(marker in message for marker in _SANDBOX_GONE):
+            if any(marker in message for marker in _SANDBOX_GONE) and not sandbox.stopped():
                 raise ReplayMissError(
                     f"evaluate({_short(expression)!r}) on {url}: the offline sandbox's page died while answering "
                     f"({message!r}), so there is no answer"
@@ -280,11 +280,11 @@ def guarded_evaluate(page: Any, expression: str, arg: Any = None, *, url: str, s
 
 def unstyled_stylesheets(page: Any) -> list[str]:
     """Stylesheets the sandboxed page links but could not load (no body in the session)."""
-    _settle(page)
+    settle(page)
     return list(page.evaluate(_INSTRUMENT))
 
 
-def _settle(page: Any) -> None:
+def settle(page: Any) -> None:
     """Let stylesheets the sandbox serves finish loading (it opens pages at DOMContentLoaded), so a
     sheet still in flight is not mistaken for a missing one."""
     with contextlib.suppress(Error):

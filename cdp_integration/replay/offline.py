@@ -149,6 +149,7 @@ class OfflineBrowser:
         """Wiped browser contexts with no page, ready for the next ``open``."""
         self._shown: dict[Any, _Shown] = {}
         self._local = threading.local()
+        self._fired = threading.Event()
         self.timeouts = 0
         """Questions stopped by the time limit in this process."""
         self.blocked: list[str] = []
@@ -278,7 +279,7 @@ class OfflineBrowser:
             return
         limit = question_seconds() if seconds is None else seconds
         self._ensure()  # starting Chromium is not the question's time (and the watchdog needs its pid)
-        fired = threading.Event()
+        fired = self._fired = threading.Event()
         timer = threading.Timer(limit, self._stop_renderers, args=(fired,))
         timer.daemon = True
         self._local.depth = 1
@@ -294,6 +295,10 @@ class OfflineBrowser:
             self._local.depth = 0
         if fired.is_set():
             raise self._timed_out(what, limit)
+
+    def stopped(self) -> bool:
+        """Whether the current question's time limit has fired (its pages were stopped)."""
+        return self._fired.is_set()
 
     def _timed_out(self, what: str, limit: float) -> SandboxTimeoutError:
         self.timeouts += 1

@@ -33,7 +33,7 @@ from urllib.parse import urldefrag, urlsplit
 from playwright.sync_api import BrowserContext, Error, Locator, Page
 
 from cdp_integration.errors import ReconstructedAnswerError, ReplayMissError, SandboxTimeoutError
-from cdp_integration.replay.guard import captured_scripts, guarded_evaluate, unstyled_stylesheets
+from cdp_integration.replay.guard import captured_scripts, guarded_evaluate, settle, unstyled_stylesheets
 from cdp_integration.replay.offline import ReplayDocument, Resource, offline_browser
 from cdp_integration.replay.recorded import CallBook, nearest
 from cdp_integration.session.models import Cookie, Evaluation, EvaluatorCall, NetworkExchange, TabState
@@ -438,8 +438,10 @@ class MockPage(Page):
         the sandbox's time limit; a timeout is remembered as a miss and the page is dropped."""
         document = self._captured()
         if self._offline is None and document is not None:
-            self._offline = offline_browser().open(document)  # loading runs no session JavaScript
+            # Loading runs no session JavaScript: it is bounded by Playwright's timeouts, not the limit.
+            self._offline = offline_browser().open(document)
             self._offline_ran = 0
+            settle(self._offline)
         try:
             with offline_browser().limit(f"{asked} on {self._url} (step {self._context.step.index})"):
                 yield
