@@ -32,7 +32,9 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "sessions" / "v1"
 MAX_RSS = 1024**3
-MAX_SECONDS = 30.0
+MAX_SECONDS = float(os.environ.get("CDP_TEST_SANDBOX_MAX_SECONDS", "30"))
+"""Issue 20's bound per CLI run; ``CDP_TEST_SANDBOX_MAX_SECONDS`` raises it on a machine shared with
+other suites (a Chromium start alone took 10+ s at a load average of 50)."""
 ADDRESS_SPACE = 4 * 1024**4
 """``RLIMIT_AS`` of the CLI and everything it starts. Chromium's V8 reserves its 1 TiB sandbox per
 process (virtual space, not memory): under 64 GiB the sandbox's renderer crashed on these sessions'
@@ -153,7 +155,16 @@ def test_rescore_of_a_looping_locator_is_a_one_line_error(hangs: Path, tmp_path:
 def test_eval_at_ends_at_the_sandbox_limit_not_its_timeout(
     hangs: Path, tmp_path: Path, expression: str
 ) -> None:
-    run = cli("eval-at", hangs / "c-good.session.jsonl.gz", "0", expression, "--timeout", "600", tmp=tmp_path)
+    run = cli(
+        "eval-at",
+        hangs / "c-good.session.jsonl.gz",
+        "0",
+        "--js",
+        expression,
+        "--timeout",
+        "600",
+        tmp=tmp_path,
+    )
     assert_one_line_error(run, "did not finish within 3 s", "CDP_SESSION_MAX_QUESTION_SECONDS")
 
 
@@ -270,8 +281,8 @@ def test_locators_reach_no_network_and_a_meta_refresh_does_not_empty_the_page(
     run = cli("rescore", session, tmp=tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "final-state score 1.0" in run.stdout, run.stdout
-    assert_bounded(run)
     assert (listeners.connections, listeners.packets) == (0, 0)
+    assert_bounded(run)
 
 
 def test_the_udp_listener_does_see_webrtc_outside_the_sandbox(listeners: Listeners) -> None:
@@ -338,7 +349,7 @@ def order_corpus(directory: Path) -> list[Path]:
             directory / "leak-reader.session.jsonl.gz",
             task_id=74,
             tabs=[(f"{app}#/r", PAGE)],
-            targets=[target(LEAK_READ, exact_match="undefined||null|")],
+            targets=[target(LEAK_READ, exact_match="|undefined||null")],
         )
     )
     return paths
