@@ -248,9 +248,9 @@ def guarded_evaluate(page: Any, expression: str, arg: Any = None, *, url: str, s
             if scripted and any(marker in message for marker in _PAGE_FUNCTION_ERRORS):
                 raise ReplayMissError(
                     f"evaluate({_short(expression)!r}) on {url}: failed offline with {message!r}; the page "
-                    f"runs scripts ({scripted}), which do not run in the offline sandbox, so the functions "
-                    "and globals they define do not exist there (capture with the task's config to record "
-                    "the live answer)"
+                    f"runs scripts ({scripted}), and the page's own scripts do not run in the offline sandbox, "
+                    "so the functions and globals they define do not exist there (capture with the task's "
+                    "config to record the live answer)"
                 ) from None
             raise
         events, layout = page.evaluate(_READ)
