@@ -312,7 +312,7 @@ def test_the_udp_listener_does_see_webrtc_outside_the_sandbox(listeners: Listene
 HASH_APP = "<html><head><script src='/app.js'></script></head><body><h1>{}</h1></body></html>"
 READ_H1 = "document.querySelector('h1').textContent"
 LEAK_READ = (
-    "String(window.leaked) + '|' + window.name + '|' + localStorage.getItem('k') + '|' + document.cookie"
+    "document.cookie + '|' + String(window.leaked) + '|' + window.name + '|' + localStorage.getItem('k')"
 )
 
 
