@@ -7,7 +7,8 @@
     ├── CaptureError (RuntimeError)          one capture step failed (recorded, never raised into a step)
     ├── StepIndexError (IndexError)          a session has no step of that number
     ├── ReplayMissError (LookupError)        replay was asked something the session has no answer for
-    │   └── ReconstructedAnswerError         recorded-only scoring met an answer not recorded live
+    │   ├── ReconstructedAnswerError         recorded-only scoring met an answer not recorded live
+    │   └── SandboxTimeoutError              a question's JavaScript ran past its time limit offline
     ├── EvaluationError (RuntimeError)       a session could not be scored
     ├── DemoTaskError (ValueError)           a demo tasks file is malformed
     ├── UntrustedConfigError (ValueError)    a config would make the evaluator run code we did not vet
@@ -29,6 +30,7 @@ __all__ = [
     "OutputLimitError",
     "ReconstructedAnswerError",
     "ReplayMissError",
+    "SandboxTimeoutError",
     "SessionFormatError",
     "SessionVersionError",
     "StepIndexError",
@@ -68,6 +70,11 @@ class ReplayMissError(CDPIntegrationError, LookupError):
 
 class ReconstructedAnswerError(ReplayMissError):
     """Recorded-only scoring: the question was not asked live, so its answer would be reconstructed."""
+
+
+class SandboxTimeoutError(ReplayMissError):
+    """JavaScript the offline sandbox ran for an answer (a locator, a prep action, ``eval-at``) did not
+    finish within ``SessionLimits.max_question_seconds``; its page was stopped, so there is no answer."""
 
 
 class EvaluationError(CDPIntegrationError, RuntimeError):

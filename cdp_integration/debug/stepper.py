@@ -32,10 +32,15 @@ JsEvaluator = Callable[[Session, int, str], Any]
 
 
 def evaluate_at(session: Session, step: int, expression: str) -> Any:
-    """``expression`` evaluated on the replayed page of ``step``, offline."""
+    """``expression`` evaluated on the replayed page of ``step``, offline: a fresh sandbox document,
+    released afterwards (under the sandbox's time limit, ``CDP_SESSION_MAX_QUESTION_SECONDS``)."""
     from cdp_integration.replay.page import replay_step  # loads Playwright: only when asked
 
-    return replay_step(session, step).evaluate(expression)
+    page = replay_step(session, step)
+    try:
+        return page.evaluate(expression)
+    finally:
+        page.context.close()
 
 
 class Stepper:

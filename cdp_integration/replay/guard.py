@@ -1,46 +1,167 @@
 """Refuse, loudly, JavaScript whose offline answer would silently differ from the live one.
 
-The sandbox shows the captured DOM with the page's own scripts off (``replay.offline``). Two kinds
+The sandbox shows the captured DOM with the page's own scripts off (``replay.offline``). Three kinds
 of expression can therefore read something other than what the live page would have answered:
 
 - **events and page functions**: ``el.click()``, ``dispatchEvent``, ``form.submit()``, ``focus()``
-  on a page that has scripts (``<script>`` elements or inline ``on*`` handlers) did whatever the
-  page's listeners do live; offline no listener exists. A call of a function or global the page's
-  scripts define (``jQuery(...)``, ``window.dw_toggle()``) fails offline with a ``ReferenceError``
-  or "is not a function". On a page with no scripts at all an event only has Chromium's default
-  action, which the sandbox performs too, so it is allowed there.
+  on a page that has scripts did whatever the page's listeners do live; offline no listener exists.
+  A call of a function or global the page's scripts define (``jQuery(...)``, ``window.dw_toggle()``)
+  fails offline with a ``ReferenceError`` or "is not a function". On a page with no scripts at all
+  an event only has Chromium's default action, which the sandbox performs too, so it is allowed
+  there. On a page with scripts, ``click()`` is still allowed where the answer is the default action
+  alone and the captured page attaches no inline handler on the way (``NATIVE_CLICKS``, each
+  measured equal to live by ``tests/integration/test_replay.py``).
+- **navigation**: a question that clicks a link to another document or submits a form navigates
+  live; the sandbox keeps the document (``replay.offline`` answers 204), so it refuses instead.
 - **layout without stylesheets**: ``innerText``, ``getComputedStyle``, ``checkVisibility``,
   offsets and client rects depend on the page's CSS; when a stylesheet the page links was not
   served in the sandbox (the session holds no body for it), they may differ from live (text the
   app's CSS hides is in ``innerText`` offline).
 
-``guarded_evaluate`` runs an expression with the DOM prototypes instrumented (only in the
-sandbox's page, never in a live one) and raises ``ReplayMissError`` naming the expression and the
-reason instead of returning a possibly wrong value.
+Whether a page runs scripts is decided from the capture (``captured_scripts``: script elements,
+inline ``on*`` handlers, ``javascript:`` URLs in the stored HTML), never from the page's own globals
+(``document.scripts`` is clobbered by ``<img name=scripts>``). ``guarded_evaluate`` runs an expression
+with the DOM prototypes instrumented (only in the sandbox's page, never in a live one) and raises
+``ReplayMissError`` naming the expression and the reason instead of returning a possibly wrong value.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 from typing import Any
 
 from playwright.sync_api import Error
 
 from cdp_integration.errors import ReplayMissError
 
-__all__ = ["guarded_evaluate", "unstyled_stylesheets"]
+__all__ = ["NATIVE_CLICKS", "captured_scripts", "guarded_evaluate", "settle", "unstyled_stylesheets"]
+
+NATIVE_CLICKS: tuple[str, ...] = (
+    "summary (toggles its details)",
+    "label of a checkbox or radio (activates it)",
+    "checkbox or radio input (checks it)",
+    "link to a fragment (href starting with #: scrolls, sets location.hash and :target)",
+)
+"""``click()`` targets answered on a page with scripts: their default action needs no page script.
+Refused all the same when the target, its control or an ancestor carries an inline ``on*`` handler."""
+
+_JS_TYPES = frozenset(
+    {
+        "",
+        "module",
+        "text/javascript",
+        "application/javascript",
+        "application/ecmascript",
+        "application/x-ecmascript",
+        "application/x-javascript",
+        "text/ecmascript",
+        "text/javascript1.0",
+        "text/javascript1.1",
+        "text/javascript1.2",
+        "text/javascript1.3",
+        "text/javascript1.4",
+        "text/javascript1.5",
+        "text/jscript",
+        "text/livescript",
+        "text/x-ecmascript",
+        "text/x-javascript",
+    }
+)
+"""``<script type>`` values a browser runs (the rest are data blocks: JSON, templates)."""
+
+_SCRIPT_TAG = re.compile(r"<script\b([^>]*)>", re.IGNORECASE)
+_TYPE = re.compile(r"""\btype\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""", re.IGNORECASE)
+_HANDLER = re.compile(r"\son[a-z]+\s*=", re.IGNORECASE)
+_SCRIPT_URL = re.compile(
+    r"""=\s*["']?[\x00-\x20]*j[\t\n\r]*a[\t\n\r]*v[\t\n\r]*a[\t\n\r]*s[\t\n\r]*c[\t\n\r]*r[\t\n\r]*i"""
+    r"""[\t\n\r]*p[\t\n\r]*t[\t\n\r]*:""",
+    re.IGNORECASE,
+)
+_ESCAPED_SCRIPT = re.compile(r"&lt;script\b", re.IGNORECASE)
+
+
+def captured_scripts(html: str) -> str | None:
+    """Why the page captured as ``html`` ran scripts live, or None if it carries none.
+
+    Decided from the stored markup, so nothing the page defines can fool it; it errs towards "runs
+    scripts" (an ``onx=`` in text counts), which only turns an answer into a loud refusal.
+    """
+    for match in _SCRIPT_TAG.finditer(html):
+        kind = _TYPE.search(match.group(1))
+        value = next((g for g in kind.groups() if g is not None), "") if kind else ""
+        if value.strip().lower().split(";")[0].strip() in _JS_TYPES:
+            return "a <script> element"
+    handler = _HANDLER.search(html)
+    if handler is not None:
+        return f"an inline {handler.group(0).strip().rstrip('=').strip()} handler"
+    if _SCRIPT_URL.search(html):
+        return "a javascript: URL"
+    if _ESCAPED_SCRIPT.search(html):
+        return "a <script> in an iframe's srcdoc"
+    return None
+
 
 _INSTRUMENT = r"""() => {
   let g = window.__cdpiGuard;
   if (!g) {
     g = { events: [], layout: [] };
     Object.defineProperty(window, '__cdpiGuard', { value: g, enumerable: false });
+    // Prototype getters and methods, taken before any question runs: a page's named elements
+    // (<form><input name=attributes>, <img name=querySelectorAll>) cannot shadow them.
+    const get = (proto, name) => Object.getOwnPropertyDescriptor(proto, name).get;
+    const tagName = get(Element.prototype, 'tagName'), localName = get(Element.prototype, 'localName');
+    const attributes = get(Element.prototype, 'attributes'), parentNode = get(Node.prototype, 'parentNode');
+    const nodeType = get(Node.prototype, 'nodeType'), getAttribute = Element.prototype.getAttribute;
+    const idOf = get(Element.prototype, 'id'), classOf = get(Element.prototype, 'className');
+    const control = get(HTMLLabelElement.prototype, 'control'), inputType = get(HTMLInputElement.prototype, 'type');
+    const firstSummary = (details) => {
+      for (let n = details.firstElementChild; n; n = n.nextElementSibling) if (localName.call(n) === 'summary') return n;
+      return null;
+    };
     const describe = (node) => {
-      if (!node || !node.tagName) return node === window ? 'window' : node === document ? 'document' : '';
-      const id = node.id ? '#' + node.id : '';
-      const cls = typeof node.className === 'string' && node.className.trim()
-        ? '.' + node.className.trim().split(/\s+/).join('.') : '';
-      return node.tagName.toLowerCase() + id + cls;
+      if (!(node instanceof Element)) return node === window ? 'window' : node === document ? 'document' : '';
+      const id = idOf.call(node) ? '#' + idOf.call(node) : '';
+      const c = classOf.call(node), cls = typeof c === 'string' && c.trim() ? '.' + c.trim().split(/\s+/).join('.') : '';
+      return tagName.call(node).toLowerCase() + id + cls;
+    };
+    const inline = (node) => {
+      for (let n = node; n && nodeType.call(n) === 1; n = parentNode.call(n))
+        for (const a of attributes.call(n)) if (/^on/i.test(a.name)) return true;
+      return false;
+    };
+    const checkable = (el) => el instanceof HTMLInputElement && ['checkbox', 'radio'].includes(inputType.call(el));
+    // NATIVE_CLICKS in guard.py: a click whose whole effect is the element's default action.
+    const native = (el) => {
+      if (!(el instanceof HTMLElement) || inline(el)) return false;
+      const tag = localName.call(el);
+      if (tag === 'summary') {
+        const details = parentNode.call(el);
+        return details instanceof HTMLDetailsElement && firstSummary(details) === el;
+      }
+      if (tag === 'label') { const c = control.call(el); return !!c && checkable(c) && !inline(c); }
+      if (tag === 'input') return checkable(el);
+      if (tag === 'a') { const href = getAttribute.call(el, 'href'); return typeof href === 'string' && href.startsWith('#'); }
+      return false;
+    };
+    // A click that follows a link to another document or submits a form, or a form submission:
+    // live the next answers come from another document (decided here, synchronously; the 204 the
+    // sandbox answers the navigation with may reach Playwright only after the question returns).
+    const hasAttribute = Element.prototype.hasAttribute;
+    const navigates = (el, name, args) => {
+      if (name === 'submit' || name === 'requestSubmit') return el instanceof HTMLFormElement;
+      const click = name === 'click' || (name === 'dispatchEvent' && args[0] && args[0].type === 'click');
+      if (!click || !(el instanceof Element)) return false;
+      for (let n = el; n && nodeType.call(n) === 1; n = parentNode.call(n)) {
+        const tag = localName.call(n);
+        if ((tag === 'a' || tag === 'area') && hasAttribute.call(n, 'href')) {
+          const href = getAttribute.call(n, 'href').trim();
+          return !(href.startsWith('#') || /^javascript:/i.test(href));
+        }
+      }
+      const button = el instanceof HTMLButtonElement || (el instanceof HTMLInputElement && ['submit', 'image'].includes(inputType.call(el)));
+      return button && (el instanceof HTMLInputElement || get(HTMLButtonElement.prototype, 'type').call(el) === 'submit')
+        && !!get(Object.getPrototypeOf(el), 'form').call(el);
     };
     const method = (proto, name, kind) => {
       const original = proto && proto[name];
@@ -49,7 +170,8 @@ _INSTRUMENT = r"""() => {
         configurable: true, writable: true,
         value: function (...args) {
           const what = kind === 'events' && name === 'dispatchEvent' && args[0] ? 'dispatchEvent(' + args[0].type + ')' : name + '()';
-          g[kind].push(what + ' on ' + describe(this));
+          g[kind].push({ what: what + ' on ' + describe(this), native: kind === 'events' && name === 'click' && native(this),
+                         navigates: kind === 'events' && navigates(this, name, args) });
           return original.apply(this, args);
         },
       });
@@ -57,7 +179,7 @@ _INSTRUMENT = r"""() => {
     const getter = (proto, name) => {
       const d = Object.getOwnPropertyDescriptor(proto, name);
       if (!d || !d.get) return;
-      Object.defineProperty(proto, name, { ...d, get: function () { g.layout.push(name); return d.get.call(this); } });
+      Object.defineProperty(proto, name, { ...d, get: function () { g.layout.push({ what: name }); return d.get.call(this); } });
     };
     method(EventTarget.prototype, 'dispatchEvent', 'events');
     for (const name of ['click', 'focus', 'blur']) method(HTMLElement.prototype, name, 'events');
@@ -67,11 +189,10 @@ _INSTRUMENT = r"""() => {
     for (const name of ['clientWidth', 'clientHeight']) getter(Element.prototype, name);
     for (const name of ['getBoundingClientRect', 'getClientRects', 'checkVisibility']) method(Element.prototype, name, 'layout');
     method(window, 'getComputedStyle', 'layout');
+    g.links = Document.prototype.querySelectorAll;
   }
   g.events.length = 0;
   g.layout.length = 0;
-  const handlers = document.evaluate("count(//@*[starts-with(local-name(), 'on')])", document, null,
-    XPathResult.NUMBER_TYPE, null).numberValue;
   // A stylesheet the sandbox refused still gets an empty sheet: "loaded" means it has rules (or, when
   // cross-origin rules cannot be read, that the browser timed a response for it).
   const loaded = (l) => {
@@ -79,14 +200,16 @@ _INSTRUMENT = r"""() => {
     try { return l.sheet.cssRules.length > 0; }
     catch (e) { return performance.getEntriesByName(l.href).some((t) => t.responseEnd > 0 && t.transferSize + t.decodedBodySize > 0); }
   };
-  const unstyled = [...document.querySelectorAll('link[rel~="stylesheet" i]')]
+  return [...g.links.call(document, 'link[rel~="stylesheet" i]')]
     .filter((l) => !l.disabled && (!l.media || matchMedia(l.media).matches) && !loaded(l)).map((l) => l.href);
-  return [document.scripts.length + handlers > 0, unstyled];
 }"""
 
-_READ = "() => window.__cdpiGuard ? [window.__cdpiGuard.events.slice(0, 5), window.__cdpiGuard.layout.slice(0, 5)] : [[], []]"
+_READ = "() => window.__cdpiGuard ? [window.__cdpiGuard.events.slice(0, 20), window.__cdpiGuard.layout.slice(0, 5)] : [[], []]"
 
 _LOAD_TIMEOUT_MS = 10_000
+
+_SANDBOX_GONE = ("Target crashed", "Target page, context or browser has been closed")
+"""A page that crashed (or was stopped) gives no answer; the evaluator would swallow the error as a 0."""
 
 _PAGE_FUNCTION_ERRORS = (
     "ReferenceError",
@@ -99,46 +222,69 @@ def _short(expression: str) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def guarded_evaluate(page: Any, expression: str, arg: Any = None, *, url: str) -> Any:
+def guarded_evaluate(page: Any, expression: str, arg: Any = None, *, url: str, scripted: str | None) -> Any:
     """``page.evaluate(expression, arg)`` in the sandbox, or ``ReplayMissError`` if its answer
-    would depend on the page's scripts or on stylesheets the sandbox could not apply."""
-    _settle(page)
-    scripted, unstyled = page.evaluate(_INSTRUMENT)
-    try:
-        value = page.evaluate(expression, arg)
-    except Error as exc:
-        message = (exc.message or str(exc)).splitlines()[0]
-        if scripted and any(marker in message for marker in _PAGE_FUNCTION_ERRORS):
-            raise ReplayMissError(
-                f"evaluate({_short(expression)!r}) on {url}: failed offline with {message!r}; the page's own "
-                "scripts do not run in the offline sandbox, so the functions and globals they define do not "
-                "exist there (capture with the task's config to record the live answer)"
-            ) from None
-        raise
-    events, layout = page.evaluate(_READ)
-    if scripted and events:
+    would depend on the page's scripts (``scripted``: why the captured page runs scripts, None if it
+    runs none), on a navigation, or on stylesheets the sandbox could not apply.
+
+    Runs under the sandbox's time limit (``OfflineBrowser.limit``): an expression that never ends is
+    a ``SandboxTimeoutError``.
+    """
+    from cdp_integration.replay.offline import offline_browser
+
+    sandbox = offline_browser()
+    with sandbox.limit(f"evaluate({_short(expression)!r}) on {url}"):
+        settle(page)
+        unstyled = page.evaluate(_INSTRUMENT)
+        try:
+            value = page.evaluate(expression, arg)
+        except Error as exc:
+            message = (exc.message or str(exc)).splitlines()[0]
+            if any(marker in message for marker in _SANDBOX_GONE) and not sandbox.stopped():
+                raise ReplayMissError(
+                    f"evaluate({_short(expression)!r}) on {url}: the offline sandbox's page died while answering "
+                    f"({message!r}), so there is no answer"
+                ) from None
+            if scripted and any(marker in message for marker in _PAGE_FUNCTION_ERRORS):
+                raise ReplayMissError(
+                    f"evaluate({_short(expression)!r}) on {url}: failed offline with {message!r}; the page "
+                    f"runs scripts ({scripted}), and the page's own scripts do not run in the offline sandbox, "
+                    "so the functions and globals they define do not exist there (capture with the task's "
+                    "config to record the live answer)"
+                ) from None
+            raise
+        events, layout = page.evaluate(_READ)
+        navigations = sandbox.navigations(page)
+    navigations += [event["what"] for event in events if event.get("navigates")]
+    if navigations:  # this question navigated, or an earlier one did: live, this page is gone
         raise ReplayMissError(
-            f"evaluate({_short(expression)!r}) on {url}: dispatches {', '.join(events)}; the page has scripts "
-            "whose listeners would react live, and they do not run in the offline sandbox "
-            "(capture with the task's config to record the live answer)"
+            f"evaluate({_short(expression)!r}) on {url}: navigates the page ({navigations[-1]}); live the "
+            "next answers would come from another document, which the offline sandbox does not load"
+        )
+    refused = [event["what"] for event in events if not event["native"]]
+    if scripted and refused:
+        raise ReplayMissError(
+            f"evaluate({_short(expression)!r}) on {url}: dispatches {', '.join(refused[:5])}; the page runs "
+            f"scripts ({scripted}) whose listeners would react live, and they do not run in the offline "
+            "sandbox (capture with the task's config to record the live answer)"
         )
     if unstyled and layout:
+        reads = ", ".join(dict.fromkeys(item["what"] for item in layout))
         raise ReplayMissError(
-            f"evaluate({_short(expression)!r}) on {url}: reads {', '.join(dict.fromkeys(layout))}, which depends "
-            f"on CSS, and the sandbox has no body for the page's stylesheet(s) {', '.join(unstyled[:3])}, "
-            "so the answer could differ from live"
+            f"evaluate({_short(expression)!r}) on {url}: reads {reads}, which depends on CSS, and the sandbox "
+            f"has no body for the page's stylesheet(s) {', '.join(unstyled[:3])}, so the answer could differ "
+            "from live"
         )
     return value
 
 
 def unstyled_stylesheets(page: Any) -> list[str]:
     """Stylesheets the sandboxed page links but could not load (no body in the session)."""
-    _settle(page)
-    _scripted, unstyled = page.evaluate(_INSTRUMENT)
-    return list(unstyled)
+    settle(page)
+    return list(page.evaluate(_INSTRUMENT))
 
 
-def _settle(page: Any) -> None:
+def settle(page: Any) -> None:
     """Let stylesheets the sandbox serves finish loading (it opens pages at DOMContentLoaded), so a
     sheet still in flight is not mistaken for a missing one."""
     with contextlib.suppress(Error):

@@ -5,23 +5,42 @@ A replayed document is the HTML captured at a step, served to a fresh page at it
 The page's own scripts do not run: the captured HTML already is the DOM those scripts produced, and
 running them again would change it. ``page.evaluate`` still runs the caller's JavaScript.
 
-Nothing leaves the sandbox: every request of the page is routed; the document and any resource
+**One fresh document per question.** Every ``open`` is a new page (new window, history, session
+storage, globals) in a browser context wiped when its previous page was released (cookies, and every
+kind of storage of every origin the sandbox served in it). Reusing a page was cheaper but wrong: a URL
+differing only after ``#`` is a same-document navigation, so the previous question's document stayed.
+
+**Nothing leaves the sandbox.** Every request of the page is routed; the document and any resource
 whose body the session holds are served from the session, everything else is aborted. Underneath,
-Chromium's proxy points at a closed port (loopback included) and host names resolve to nothing, so
-even traffic that escapes routing (WebSockets) fails.
+Chromium's proxy points at a closed port (loopback included), host names resolve to nothing, and
+WebRTC may use no UDP that bypasses the proxy (so no STUN/TURN packet goes anywhere). A later
+navigation of the top frame (a stored ``<meta http-equiv=refresh>``, a clicked link, a submitted form)
+is answered "204 No Content", so the document stays; the guard refuses a question that navigated.
+
+**Every question under a time limit** (``limit``): JavaScript that loops forever or awaits a promise
+that never settles is stopped after ``SessionLimits.max_question_seconds`` by killing the sandbox's
+renderer processes (a watchdog thread; CDP's own commands would queue behind the busy call), and the
+question is a ``SandboxTimeoutError``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import html as html_module
+import os
+import re
+import signal
 import threading
-from collections.abc import Mapping
+import uuid
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urldefrag, urlsplit
+from urllib.parse import urldefrag, urljoin, urlsplit
 
 from cdp_integration import environment
-from cdp_integration.errors import ReplayMissError
+from cdp_integration.errors import ReplayMissError, SandboxTimeoutError
+from cdp_integration.session.limits import ENV_VARS, SessionLimits
 
 __all__ = ["OFFLINE_CHROMIUM_ARGS", "OfflineBrowser", "ReplayDocument", "offline_browser"]
 
@@ -30,8 +49,12 @@ OFFLINE_CHROMIUM_ARGS: tuple[str, ...] = (
     "--proxy-server=http://127.0.0.1:9",
     "--proxy-bypass-list=<-loopback>",
     "--host-resolver-rules=MAP * ~NOTFOUND",
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
 )
-"""Port 9 (discard) is closed; ``<-loopback>`` stops Chromium exempting 127.0.0.1 from the proxy."""
+"""Port 9 (discard) is closed; ``<-loopback>`` stops Chromium exempting 127.0.0.1 from the proxy;
+WebRTC may only use the (dead) proxy, so it gathers no candidate and sends no UDP (measured: 5 STUN
+packets reached a loopback listener without the two WebRTC flags, none with them)."""
 
 
 @dataclass(frozen=True)
@@ -61,15 +84,77 @@ class ReplayDocument:
     """What the agent typed, checked and selected (``FormControlState`` dumps), applied after load:
     only for the page as the agent left it, never for a fresh load of its URL."""
 
+    @functools.cached_property
+    def scripted(self) -> str | None:
+        """Why the live page ran scripts (from the captured HTML and frames), or None if it ran none."""
+        from cdp_integration.replay.guard import captured_scripts
+
+        for source in (self.html, *self.frames.values()):
+            reason = captured_scripts(source)
+            if reason is not None:
+                return reason
+        return None
+
+    @functools.cached_property
+    def refresh_targets(self) -> frozenset[str]:
+        """URLs (without fragment) a stored ``<meta http-equiv=refresh>`` would navigate to."""
+        return refresh_targets(self.html, self.url)
+
+
+_META_REFRESH = re.compile(r"<meta\b[^>]*\bhttp-equiv\s*=\s*[\"']?\s*refresh\b[^>]*>", re.IGNORECASE)
+_CONTENT = re.compile(r"\bcontent\s*=\s*(\"[^\"]*\"|'[^']*'|[^\s>]+)", re.IGNORECASE)
+_REFRESH_URL = re.compile(
+    r"^\s*[\d.]*\s*[;,]?\s*(?:url\s*=\s*)?([\"']?)(.*?)\1\s*$", re.IGNORECASE | re.DOTALL
+)
+
+
+def refresh_targets(html: str, url: str) -> frozenset[str]:
+    """Where ``html``'s ``<meta http-equiv=refresh>`` elements point (the page itself when they name
+    no URL), resolved against ``url`` and without fragment."""
+    targets = set()
+    for tag in _META_REFRESH.findall(html):
+        content = _CONTENT.search(tag)
+        value = html_module.unescape(content.group(1).strip("\"'")) if content else ""
+        match = _REFRESH_URL.match(value)
+        target = match.group(2).strip() if match else ""
+        targets.add(urldefrag(urljoin(url, target))[0])
+    return frozenset(targets)
+
+
+@dataclass
+class _Shown:
+    """What one sandbox page shows and what happened to it since it was opened."""
+
+    document: ReplayDocument
+    loaded: bool = False
+    """The document's own navigation has been served: any later top-frame navigation is answered 204."""
+    navigations: list[str] = field(default_factory=list)
+    """Later top-frame navigations other than a stored meta refresh (a question clicked a link, ...)."""
+    origins: set[str] = field(default_factory=set)
+    """Origins of the documents served to it (what the wipe at ``release`` clears)."""
+
+
+def question_seconds() -> int:
+    """``SessionLimits.max_question_seconds``, as the environment sets it."""
+    return SessionLimits.from_env().max_question_seconds
+
 
 class OfflineBrowser:
     """One sandboxed headless Chromium for the process, started on first use."""
 
     def __init__(self) -> None:
         self._browser: Any = None
+        self._browser_pid: int | None = None
+        self._token = f"--cdp-integration-sandbox={os.getpid()}-{uuid.uuid4().hex}"
+        """An inert switch that finds this browser's process among the machine's (for the watchdog)."""
         self._lock = threading.Lock()
         self._idle: list[Any] = []
-        self._showing: dict[Any, ReplayDocument] = {}
+        """Wiped browser contexts with no page, ready for the next ``open``."""
+        self._shown: dict[Any, _Shown] = {}
+        self._local = threading.local()
+        self._fired = threading.Event()
+        self.timeouts = 0
+        """Questions stopped by the time limit in this process."""
         self.blocked: list[str] = []
         """URLs the sandbox refused, most recent last (bounded)."""
 
@@ -81,90 +166,206 @@ class OfflineBrowser:
                 environment.prepare()
                 # One sync Playwright per process: share BrowserGym's (a second one cannot start).
                 playwright = browsergym.core._get_global_playwright()
+                self._idle.clear()
                 self._browser = playwright.chromium.launch(
                     executable_path=environment.chromium_executable(),
-                    args=list(OFFLINE_CHROMIUM_ARGS),
+                    args=[*OFFLINE_CHROMIUM_ARGS, self._token],
                     headless=True,
                 )
+                self._browser_pid = _find_process(self._token)
             return self._browser
 
+    def _new_context(self) -> Any:
+        context = self._ensure().new_context(java_script_enabled=False, service_workers="block")
+        # On the context, not the page: a popup a question opens is routed (and refused) too.
+        context.route("**/*", self._serve)
+        return context
+
     def open(self, document: ReplayDocument) -> Any:
-        """A page showing ``document``, alone in its browser context; hand it back with ``release``."""
-        page = self._idle.pop() if self._idle else None
-        if page is None:
-            # A context per page keeps cookies and storage apart; opening one costs a renderer
-            # process (~0.3 s), so released pages are wiped and reused.
-            context = self._ensure().new_context(java_script_enabled=False, service_workers="block")
-            page = context.new_page()
-            page.route("**/*", self._router(page))
-        self._showing[page] = document
+        """A fresh page showing ``document``, alone in its browser context; hand it back with ``release``.
+
+        A new page in a wiped context costs about what a cross-document reload of a kept page costs
+        (one renderer start); a new context per question would cost ~2.5 times that. Loading runs
+        none of the session's JavaScript (scripts are off, every request is answered locally), so it
+        is bounded by Playwright's navigation timeout, not by the question's limit.
+        """
+        self._ensure()
+        context = self._idle.pop() if self._idle else self._new_context()
         try:
-            cookies = [dict(cookie) for cookie in document.cookies]
-            if cookies:
-                with contextlib.suppress(Exception):
-                    page.context.add_cookies(cookies)
-            if urlsplit(document.url).scheme in ("http", "https"):
-                page.goto(document.url, wait_until="domcontentloaded")
-            else:
-                page.set_content(document.html, wait_until="domcontentloaded")
-            if document.cssom_styles:
-                page.evaluate(_APPLY_CSSOM_STYLES, [dict(style) for style in document.cssom_styles])
-            if document.form_state:
-                _apply_form_state(page, document)
-            if document.local_storage or document.session_storage:
-                page.evaluate(
-                    """([local, session]) => {
-                        for (const [k, v] of Object.entries(local)) localStorage.setItem(k, v);
-                        for (const [k, v] of Object.entries(session)) sessionStorage.setItem(k, v);
-                    }""",
-                    [dict(document.local_storage), dict(document.session_storage)],
-                )
-            return page
+            page = context.new_page()
         except Exception:
-            self._showing.pop(page, None)
             with contextlib.suppress(Exception):
-                page.context.close()
+                context.close()
+            raise
+        self._shown[page] = _Shown(document)
+        try:
+            self._load(page, document)
+            return page
+        except BaseException:
+            self._shown.pop(page, None)
+            with contextlib.suppress(Exception):
+                context.close()
             raise
 
-    def release(self, page: Any) -> None:
-        """Wipe ``page``'s context (storage, cookies, routes) and keep it for the next ``open``."""
-        try:
-            if page.is_closed() or len(self._idle) >= _IDLE_PAGES:
-                raise RuntimeError("not reusable")
+    def _load(self, page: Any, document: ReplayDocument) -> None:
+        """Load ``document`` into the fresh ``page``, then re-create what its HTML cannot carry."""
+        cookies = [dict(cookie) for cookie in document.cookies]
+        if cookies:
             with contextlib.suppress(Exception):
-                page.evaluate("() => { localStorage.clear(); sessionStorage.clear(); }")
-            page.context.clear_cookies()
-            self._showing.pop(page, None)  # stray requests of the old document are now refused
-            self._idle.append(page)
+                page.context.add_cookies(cookies)
+        if urlsplit(document.url).scheme in ("http", "https"):
+            page.goto(document.url, wait_until="domcontentloaded")
+        else:
+            page.set_content(document.html, wait_until="domcontentloaded")
+        if document.cssom_styles:
+            page.evaluate(_APPLY_CSSOM_STYLES, [dict(style) for style in document.cssom_styles])
+        if document.form_state:
+            _apply_form_state(page, document)
+        if document.local_storage or document.session_storage:
+            page.evaluate(
+                """([local, session]) => {
+                    for (const [k, v] of Object.entries(local)) localStorage.setItem(k, v);
+                    for (const [k, v] of Object.entries(session)) sessionStorage.setItem(k, v);
+                }""",
+                [dict(document.local_storage), dict(document.session_storage)],
+            )
+
+    def navigations(self, page: Any) -> list[str]:
+        """Top-frame navigations ``page`` attempted after its document loaded (answered 204, not
+        followed), meta refreshes of the stored document aside."""
+        shown = self._shown.get(page)
+        return list(shown.navigations) if shown is not None else []
+
+    def release(self, page: Any) -> None:
+        """Close ``page`` and wipe its context (every page, cookies, storage) for the next ``open``."""
+        shown = self._shown.pop(page, None)
+        context = None
+        try:
+            context = page.context
+            if page.is_closed() or len(self._idle) >= _IDLE_CONTEXTS:
+                raise RuntimeError("not reusable")
+            with self.limit("wiping a sandbox page"):
+                origins = sorted(shown.origins) if shown is not None else []
+                if origins:
+                    cdp = context.new_cdp_session(page)
+                    try:
+                        for origin in origins:
+                            cdp.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": "all"})
+                    finally:
+                        with contextlib.suppress(Exception):
+                            cdp.detach()
+                for other in list(context.pages):  # popups a question opened, then the page itself
+                    self._shown.pop(other, None)
+                    other.close()
+                context.clear_cookies()
+            self._idle.append(context)
         except Exception:
-            self._showing.pop(page, None)
+            if context is not None:
+                with contextlib.suppress(Exception):
+                    context.close()
+
+    # -- the time limit ----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def limit(self, what: str, seconds: float | None = None) -> Iterator[None]:
+        """Run the block (one question's sandbox work) within ``seconds`` (default
+        ``SessionLimits.max_question_seconds``); past it, the sandbox's renderers are killed, which
+        ends a busy loop or a never-settling promise, and ``SandboxTimeoutError`` is raised.
+
+        Nested blocks run under the outermost one: a question's limit covers its page load, the
+        expressions replayed before it and its own JavaScript.
+        """
+        if getattr(self._local, "depth", 0):
+            self._local.depth += 1
+            try:
+                yield
+            finally:
+                self._local.depth -= 1
+            return
+        limit = question_seconds() if seconds is None else seconds
+        self._ensure()  # starting Chromium is not the question's time (and the watchdog needs its pid)
+        fired = self._fired = threading.Event()
+        timer = threading.Timer(limit, self._stop_renderers, args=(fired,))
+        timer.daemon = True
+        self._local.depth = 1
+        timer.start()
+        try:
+            yield
+        except Exception:
+            if fired.is_set():
+                raise self._timed_out(what, limit) from None
+            raise
+        finally:
+            timer.cancel()
+            self._local.depth = 0
+        if fired.is_set():
+            raise self._timed_out(what, limit)
+
+    def stopped(self) -> bool:
+        """Whether the current question's time limit has fired (its pages were stopped)."""
+        return self._fired.is_set()
+
+    def _timed_out(self, what: str, limit: float) -> SandboxTimeoutError:
+        self.timeouts += 1
+        for page in list(self._shown):  # their renderer is gone; ``release`` closes their context
             with contextlib.suppress(Exception):
                 page.context.close()
+            self._shown.pop(page, None)
+        return SandboxTimeoutError(
+            f"{what}: did not finish within {limit:g} s in the offline sandbox (a loop or a promise that "
+            f"never settles?), so it was stopped (limit {ENV_VARS['max_question_seconds']}; raise it to "
+            "allow more)"
+        )
 
-    def _router(self, page: Any) -> Any:
-        return lambda route: self._serve(route, self._showing.get(page))
-
-    def _serve(self, route: Any, document: ReplayDocument | None) -> None:
-        request = route.request
-        if document is None:  # about:blank between two uses
-            route.abort("blockedbyclient")
+    def _stop_renderers(self, fired: threading.Event) -> None:
+        """The watchdog: kill every renderer process of this sandbox browser (its pages crash, and
+        the Playwright call waiting on one of them returns with an error)."""
+        fired.set()
+        if self._browser_pid is None:
             return
+        for pid in _renderers(self._browser_pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+    # -- routing -----------------------------------------------------------------------------
+
+    def _serve(self, route: Any, request: Any) -> None:
+        try:
+            shown = self._shown.get(request.frame.page)
+        except Exception:  # a request without a frame (a worker's)
+            shown = None
+        if shown is None:  # a popup, or about:blank between two uses
+            self._refuse(route, request)
+            return
+        document = shown.document
         url = urldefrag(request.url)[0]
-        if (
-            request.is_navigation_request()
-            and request.frame.parent_frame is None
-            and url == urldefrag(document.url)[0]
-        ):
-            route.fulfill(status=200, content_type="text/html; charset=utf-8", body=document.html)
-            return
-        frame_html = document.frames.get(url) if request.is_navigation_request() else None
+        navigation = request.is_navigation_request()
+        if navigation and request.frame.parent_frame is None:
+            if not shown.loaded and url == urldefrag(document.url)[0]:
+                shown.loaded = True
+                shown.origins.add(_origin(url))
+                route.fulfill(status=200, content_type="text/html; charset=utf-8", body=document.html)
+                return
+            if shown.loaded:
+                # "No Content": the navigation ends and the stored document stays (an abort would
+                # replace it with an error page, and answers would silently read that).
+                if url not in document.refresh_targets or request.method != "GET":
+                    shown.navigations.append(f"{request.method} {request.url}")
+                    del shown.navigations[:-20]
+                route.fulfill(status=204, body=b"")
+                return
+        frame_html = document.frames.get(url) if navigation else None
         if frame_html is not None:
+            shown.origins.add(_origin(url))
             route.fulfill(status=200, content_type="text/html; charset=utf-8", body=frame_html)
             return
         resource = document.resources.get(url)
         if resource is not None and request.method == "GET":
             route.fulfill(status=resource.status, headers=dict(resource.headers), body=resource.body)
             return
+        self._refuse(route, request)
+
+    def _refuse(self, route: Any, request: Any) -> None:
         self.blocked.append(request.url)
         del self.blocked[:-100]
         route.abort("blockedbyclient")
@@ -172,14 +373,61 @@ class OfflineBrowser:
     def close(self) -> None:
         with self._lock:
             self._idle.clear()
-            self._showing.clear()
+            self._shown.clear()
             if self._browser is not None:
                 with contextlib.suppress(Exception):
                     self._browser.close()
                 self._browser = None
+                self._browser_pid = None
 
 
-_IDLE_PAGES = 4
+_IDLE_CONTEXTS = 4
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _processes() -> dict[int, tuple[int, bytes]]:
+    """Every process of the machine: pid -> (parent pid, command line)."""
+    found: dict[int, tuple[int, bytes]] = {}
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/stat", "rb") as stat:
+                    parent = int(stat.read().rsplit(b")", 1)[1].split()[1])
+                with open(f"/proc/{name}/cmdline", "rb") as cmdline:
+                    command = cmdline.read(4096)
+            except (OSError, IndexError, ValueError):
+                continue
+            found[int(name)] = (parent, command)
+    return found
+
+
+def _find_process(token: str) -> int | None:
+    """The process whose command line carries ``token`` (our sandbox browser)."""
+    wanted = token.encode()
+    return next((pid for pid, (_parent, command) in _processes().items() if wanted in command), None)
+
+
+def _renderers(root: int) -> list[int]:
+    """Renderer processes under ``root`` (Chromium's own WebUI renderer aside)."""
+    processes = _processes()
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _command) in processes.items():
+        children.setdefault(parent, []).append(pid)
+    found, stack = [], [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            stack.append(child)
+            command = processes[child][1]
+            if b"--type=renderer" in command and b"--top-chrome-webui" not in command:
+                found.append(child)
+    return found
+
 
 _APPLY_CSSOM_STYLES = """(styles) => {
   const find = (path) => {

@@ -26,17 +26,17 @@ import contextlib
 import datetime
 import re
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import urldefrag, urlsplit
 
 from playwright.sync_api import BrowserContext, Error, Locator, Page
 
-from cdp_integration.errors import ReconstructedAnswerError, ReplayMissError
-from cdp_integration.replay.guard import guarded_evaluate, unstyled_stylesheets
+from cdp_integration.errors import ReconstructedAnswerError, ReplayMissError, SandboxTimeoutError
+from cdp_integration.replay.guard import captured_scripts, guarded_evaluate, settle, unstyled_stylesheets
 from cdp_integration.replay.offline import ReplayDocument, Resource, offline_browser
 from cdp_integration.replay.recorded import CallBook, nearest
-from cdp_integration.session.models import Cookie, Evaluation, EvaluatorCall, TabState
+from cdp_integration.session.models import Cookie, Evaluation, EvaluatorCall, NetworkExchange, TabState
 
 if TYPE_CHECKING:
     from cdp_integration.session.store import Session
@@ -44,6 +44,12 @@ if TYPE_CHECKING:
 __all__ = ["MockBrowserContext", "MockLocator", "MockPage", "replay_step"]
 
 Timeout = float | datetime.timedelta | None
+_T = TypeVar("_T")
+
+
+def _short(expression: str) -> str:
+    text = " ".join(expression.split())
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def _unsupported(kind: str) -> ReplayMissError:
@@ -61,6 +67,23 @@ def _origin(url: str) -> str:
 
 def _same_document(a: str, b: str) -> bool:
     return urldefrag(a)[0] == urldefrag(b)[0]
+
+
+def _same_fresh_load(captured: str, url: str, scripted: str | None) -> bool:
+    """Whether a fresh load of ``url`` shows the document captured at ``captured``: the fragment
+    counts on a page that runs scripts (a hash-routed app renders another state per fragment), not on
+    a script-free page (a fragment only scrolls)."""
+    if not _same_document(captured, url):
+        return False
+    return scripted is None or urldefrag(captured)[1] == urldefrag(url)[1]
+
+
+_SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+"""Methods that change no server state; any other exchange may have changed what a page shows."""
+
+
+def _completed(exchange: NetworkExchange) -> float:
+    return exchange.started + max(exchange.duration_ms, 0.0) / 1000
 
 
 def _document_name(url: str) -> str:
@@ -125,6 +148,10 @@ class MockBrowserContext(BrowserContext):
         self.evaluation: Evaluation | None = evaluation if isinstance(evaluation, Evaluation) else None
         self.calls = CallBook(self.evaluation.calls if self.evaluation else ())
         self._resources: dict[str, Resource] | None = None
+        self._scripted: dict[int, str | None] = {}
+        self._changes: list[NetworkExchange] | None = None
+        self._refused: dict[str, str] = {}
+        """Why a fresh load of a URL was not answered from a captured tab (for the miss)."""
         self._opened = 0
         self.misses: list[str] = []
         """Questions no recording or captured page could answer (evaluators may swallow the error)."""
@@ -211,19 +238,15 @@ class MockBrowserContext(BrowserContext):
         return self._resources
 
     def document(self, url: str, tab: TabState | None = None) -> ReplayDocument | None:
-        """The captured page for ``url``: ``tab``, a tab of this step, or an evaluator snapshot.
+        """The captured page for ``url``: ``tab`` (a page as the agent left it), or for a fresh load
+        (``tab`` None: the evaluator's own ``goto``) what ``fresh_load`` picks.
 
-        ``tab`` given: the page as the agent left it, with what was typed into its forms; otherwise
-        a fresh load of ``url``, which (as live) has none of it.
+        Only the page as the agent left it gets what was typed into its forms; a fresh load, as live,
+        has none of it.
         """
         as_left = tab is not None and tab.html is not None
         if tab is None or tab.html is None:
-            candidates = [t for t in self.step.tabs if t.html is not None and _same_document(t.url, url)]
-            if self.evaluation:
-                candidates += [
-                    p for p in self.evaluation.pages if p.html is not None and _same_document(p.url, url)
-                ]
-            tab = candidates[0] if candidates else None
+            tab = self.fresh_load(url)
         if tab is None or tab.html is None:
             return None
         origin = _origin(url)
@@ -239,6 +262,93 @@ class MockBrowserContext(BrowserContext):
             form_state=tuple(control.model_dump() for control in tab.form_state) if as_left else (),
         )
 
+    def scripted(self, tab: TabState) -> str | None:
+        """Why ``tab``'s captured page runs scripts (its HTML or a frame's), or None."""
+        key = id(tab)
+        if key not in self._scripted:
+            sources = [tab.html or "", *(frame.html or "" for frame in tab.frames)]
+            self._scripted[key] = next(
+                (reason for reason in map(captured_scripts, sources) if reason is not None), None
+            )
+        return self._scripted[key]
+
+    def fresh_load(self, url: str) -> TabState | None:
+        """The captured document a fresh load of ``url`` at this step shows live, or None (the reason
+        goes into the miss).
+
+        1. A page the live evaluator opened at this step and snapshotted right after its navigation
+           (a fresh load itself, after everything the agent did).
+        2. An open tab whose document loaded after the last state-changing request of the session
+           (any method but GET/HEAD/OPTIONS, from any tab, up to this step): a tab loaded before a
+           later POST shows the state before it, which a fresh load would not.
+        Both match the URL as a document: on a page with scripts the fragment counts too.
+        """
+        if self.evaluation:
+            for snapshot in self.evaluation.pages:
+                if snapshot.html is not None and _same_fresh_load(snapshot.url, url, self.scripted(snapshot)):
+                    return snapshot
+        changes = self._state_changes()
+        for tab in self.step.tabs:
+            if tab.html is None or not _same_fresh_load(tab.url, url, self.scripted(tab)):
+                continue
+            loaded = self._loaded_at(tab)
+            later = [c for c in changes if loaded is None or _completed(c) > loaded]
+            if not later:
+                return tab
+            change = later[-1]
+            when = (
+                "after its document loaded"
+                if loaded is not None
+                else "and its document's load was not captured"
+            )
+            self._refused[url] = (
+                f"the open tab {tab.tab_id} shows {tab.url}, but {change.request.method} {change.request.url} "
+                f"(tab {change.tab_id or '?'}) completed {when}, so a fresh load could show a newer state "
+                "than that tab; no capture of this URL after that request"
+            )
+        unmatched = [
+            t.url
+            for t in self.step.tabs
+            if t.html is not None
+            and _same_document(t.url, url)
+            and not _same_fresh_load(t.url, url, self.scripted(t))
+        ]
+        if unmatched and url not in self._refused:
+            self._refused[url] = (
+                f"{unmatched[0]} differs in its fragment and its page runs scripts "
+                f"({self.scripted(next(t for t in self.step.tabs if t.url == unmatched[0]))}): on such a page "
+                "(a hash-routed app) another fragment is another rendered state"
+            )
+        return None
+
+    def _state_changes(self) -> list[NetworkExchange]:
+        """The agent's state-changing requests up to this step, by completion time."""
+        if self._changes is None:
+            found = [
+                exchange
+                for step in self._session.steps[: self._position + 1]
+                for exchange in step.network
+                if exchange.origin == "agent" and exchange.request.method.upper() not in _SAFE_METHODS
+            ]
+            self._changes = sorted(found, key=_completed)
+        return self._changes
+
+    def _loaded_at(self, tab: TabState) -> float | None:
+        """When ``tab``'s document arrived: its latest document response for the tab's URL."""
+        loaded = None
+        for step in self._session.steps[: self._position + 1]:
+            for exchange in step.network:
+                response = exchange.response
+                if (
+                    exchange.tab_id == tab.tab_id
+                    and exchange.request.resource_type == "Document"
+                    and response is not None
+                    and not 300 <= response.status < 400
+                    and _same_document(exchange.request.url, tab.url)
+                ):
+                    loaded = max(loaded or 0.0, _completed(exchange))
+        return loaded
+
     def known_urls(self) -> list[str]:
         urls = [t.url for t in self.step.tabs]
         if self.evaluation:
@@ -247,7 +357,7 @@ class MockBrowserContext(BrowserContext):
 
     def miss_hints(self, url: str, known: list[str]) -> str:
         """Why a near-identical capture was not used: another URL form, or an earlier step."""
-        hints = []
+        hints = [self._refused[url]] if url in self._refused else []
         name = _document_name(url)
         other_forms = [k for k in known if name and _document_name(k) == name and not _same_document(k, url)]
         if other_forms:
@@ -319,10 +429,31 @@ class MockPage(Page):
 
     def _guarded(self, page: Any, expression: str, arg: Any = None) -> Any:
         """Run reconstructed JavaScript in the sandbox; a refusal is remembered as a miss."""
+        document = self._captured()
         try:
-            return guarded_evaluate(page, expression, arg, url=self._url)
+            return guarded_evaluate(
+                page, expression, arg, url=self._url, scripted=document.scripted if document else None
+            )
         except ReplayMissError as exc:
             self._context.misses.append(str(exc))
+            raise
+
+    @contextlib.contextmanager
+    def _question(self, asked: str) -> Iterator[None]:
+        """One question's sandbox work (page load, replayed expressions, its own JavaScript) under
+        the sandbox's time limit; a timeout is remembered as a miss and the page is dropped."""
+        document = self._captured()
+        if self._offline is None and document is not None:
+            # Loading runs no session JavaScript: it is bounded by Playwright's timeouts, not the limit.
+            self._offline = offline_browser().open(document)
+            self._offline_ran = 0
+            settle(self._offline)
+        try:
+            with offline_browser().limit(f"{asked} on {self._url} (step {self._context.step.index})"):
+                yield
+        except SandboxTimeoutError as exc:
+            self._context.misses.append(str(exc))
+            self._drop_offline()
             raise
 
     @staticmethod
@@ -396,7 +527,8 @@ class MockPage(Page):
         self._reconstructed("title")
         if self._tab is not None and _same_document(self._tab.url, self._url):
             return self._tab.title
-        return str(self._offline_page("title", None).title())
+        with self._question("title()"):
+            return str(self._offline_page("title", None).title())
 
     def content(self, *, include_shadow: bool | None = None) -> str:
         call = self._recorded("content")
@@ -408,7 +540,8 @@ class MockPage(Page):
             if document is None:
                 raise self._miss("content")
             return document.html
-        return str(self._offline_page("content", None).content())
+        with self._question("content()"):
+            return str(self._offline_page("content", None).content())
 
     def evaluate(self, expression: str, arg: Any = None) -> Any:
         call = self._recorded("evaluate", expression) if arg is None else None
@@ -416,10 +549,11 @@ class MockPage(Page):
             self._history.append(expression)
             return self._replay_outcome(call)
         self._reconstructed("evaluate", expression)
-        page = self._offline_page("evaluate", expression)
-        self._history.append(expression)
-        self._offline_ran += 1
-        return self._guarded(page, expression, arg)
+        with self._question(f"evaluate({_short(expression)!r})"):
+            page = self._offline_page("evaluate", expression)
+            self._history.append(expression)
+            self._offline_ran += 1
+            return self._guarded(page, expression, arg)
 
     def goto(
         self,
@@ -511,34 +645,39 @@ class MockLocator(Locator):
             raise error
         return offline.locator(self._selector)
 
+    def _ask(self, op: str, read: Callable[[Locator], _T], *, layout: bool = False) -> _T:
+        """``read`` of the sandbox's locator, as one question under the sandbox's time limit."""
+        with self._page._question(f"locator({self._selector!r}).{op}()"):
+            return read(self._live(op, layout=layout))
+
     @property
     def page(self) -> MockPage:
         return self._page
 
     def count(self) -> int:
-        return self._live("count").count()
+        return self._ask("count", lambda live: live.count())
 
     def inner_text(self, *, timeout: Timeout = None) -> str:
-        return self._live("inner_text", layout=True).inner_text(
-            timeout=timeout if timeout is not None else 1000.0
-        )
+        wait = timeout if timeout is not None else 1000.0
+        return self._ask("inner_text", lambda live: live.inner_text(timeout=wait), layout=True)
 
     def text_content(self, *, timeout: Timeout = None) -> str | None:
-        return self._live("text_content").text_content(timeout=timeout if timeout is not None else 1000.0)
+        wait = timeout if timeout is not None else 1000.0
+        return self._ask("text_content", lambda live: live.text_content(timeout=wait))
 
     def inner_html(self, *, timeout: Timeout = None) -> str:
-        return self._live("inner_html").inner_html(timeout=timeout if timeout is not None else 1000.0)
+        wait = timeout if timeout is not None else 1000.0
+        return self._ask("inner_html", lambda live: live.inner_html(timeout=wait))
 
     def get_attribute(self, name: str, *, timeout: Timeout = None) -> str | None:
-        return self._live("get_attribute").get_attribute(
-            name, timeout=timeout if timeout is not None else 1000.0
-        )
+        wait = timeout if timeout is not None else 1000.0
+        return self._ask("get_attribute", lambda live: live.get_attribute(name, timeout=wait))
 
     def all_inner_texts(self) -> list[str]:
-        return self._live("all_inner_texts", layout=True).all_inner_texts()
+        return self._ask("all_inner_texts", lambda live: live.all_inner_texts(), layout=True)
 
     def all_text_contents(self) -> list[str]:
-        return self._live("all_text_contents").all_text_contents()
+        return self._ask("all_text_contents", lambda live: live.all_text_contents())
 
     def is_visible(self, *, timeout: Timeout = None) -> bool:
-        return self._live("is_visible", layout=True).is_visible()
+        return self._ask("is_visible", lambda live: live.is_visible(), layout=True)
