@@ -220,7 +220,8 @@ class OfflineBrowser:
         if document.cssom_styles:
             page.evaluate(_APPLY_CSSOM_STYLES, [dict(style) for style in document.cssom_styles])
         if document.form_state:
-            _apply_form_state(page, document)
+            with self.limit(f"restoring the form state of {document.url}"):  # its size is the session's
+                _apply_form_state(page, document)
         if document.local_storage or document.session_storage:
             page.evaluate(
                 """([local, session]) => {

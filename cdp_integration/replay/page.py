@@ -445,7 +445,11 @@ class MockPage(Page):
         document = self._captured()
         if self._offline is None and document is not None:
             # Loading runs no session JavaScript: it is bounded by Playwright's timeouts, not the limit.
-            self._offline = offline_browser().open(document)
+            try:
+                self._offline = offline_browser().open(document)
+            except ReplayMissError as exc:  # remembered: an evaluator may swallow the error
+                self._context.misses.append(str(exc))
+                raise
             self._offline_ran = 0
             settle(self._offline)
         try:
