@@ -114,9 +114,10 @@ def refresh_targets(html: str, url: str) -> frozenset[str]:
     targets = set()
     for tag in _META_REFRESH.findall(html):
         content = _CONTENT.search(tag)
-        value = html_module.unescape(content.group(1).strip("\"'")) if content else ""
+        raw = content.group(1) if content else ""
+        value = html_module.unescape(raw[1:-1] if raw[:1] in ("'", '"') else raw)
         match = _REFRESH_URL.match(value)
-        target = match.group(2).strip() if match else ""
+        target = match.group(2).strip().strip("\"'") if match else ""
         targets.add(urldefrag(urljoin(url, target))[0])
     return frozenset(targets)
 
