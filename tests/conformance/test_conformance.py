@@ -20,7 +20,6 @@ case plays the episode, the reconstructed one of the same trajectory reuses it. 
 recorded score equals live; every reconstructed score equals live or is a loud ``ReplayMissError``
 that names the page or expression (as ``tasks.json`` expects per task); a silently different score
 never happens. The counts per application are printed at the end of the run (``conftest.py``).
-Cases in ``KNOWN_GAPS`` are expected to fail until the mechanisms of issue 19 land.
 """
 
 from __future__ import annotations
@@ -55,28 +54,6 @@ PLACEHOLDERS = {
 
 MODES = ("recorded", "reconstructed")
 
-_NEEDS_FORM = (
-    "needs form/sandbox branch: form state (typed .value / .checked / selectedOptions) is not captured"
-)
-_NEEDS_SANDBOX = "needs form/sandbox branch: fresh-load semantics (stale open tab, fragment-blind match)"
-KNOWN_GAPS: dict[str, str] = {
-    # TiddlyWiki: a reused sandbox page keeps the previous question's document when the next URL differs
-    # only after '#' (or not at all), so which of 30203's two cases is silently wrong depends on what was
-    # scored just before (seen both ways); a fresh load of /#Amazon is also answered from a tab captured
-    # at another fragment.
-    "30203.success.reconstructed": _NEEDS_SANDBOX,
-    "30203.failure.reconstructed": _NEEDS_SANDBOX,
-    "30204.success.reconstructed": _NEEDS_FORM,  # the typed title of an unsaved tiddler (.value)
-    "30205.success.reconstructed": _NEEDS_FORM,  # the checkbox widget sets .checked, not the attribute
-    # Django admin
-    "30303.success.reconstructed": _NEEDS_FORM,  # typed .value, the JS-filled slug, selectedOptions, .checked
-    "30304.success.reconstructed": _NEEDS_SANDBOX,  # the evaluator's fresh load answered from stale tab 1
-    "30304.failure.reconstructed": _NEEDS_SANDBOX,  # same; tab 1 shows the success run's title
-    "30306.success.reconstructed": _NEEDS_FORM,  # .checked of the action checkboxes
-}
-"""Cases that fail on this branch only because of mechanisms issue 19 is adding (the ``form`` and
-``sandbox`` branches): marked ``xfail(strict=False)``; remove an entry when its case passes."""
-
 pytestmark = [pytest.mark.integration]
 
 ALL_VARIABLE = "CDP_TEST_CONFORMANCE"
@@ -95,8 +72,6 @@ def _cases() -> Iterator[Any]:
                 marks = [pytest.mark.skipif(missing is not None, reason=missing or "")]
                 if task.get("opt_in") and os.environ.get(ALL_VARIABLE) != "all":
                     marks.append(pytest.mark.skip(reason=f"opt-in: {ALL_VARIABLE}=all"))
-                if label in KNOWN_GAPS:
-                    marks.append(pytest.mark.xfail(strict=False, reason=KNOWN_GAPS[label]))
                 yield pytest.param(
                     task, trajectory, mode, id=f"{task['app']}-{label.replace('.', '-')}", marks=marks
                 )
