@@ -37,6 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=0, help="at most this many episodes per app (0: all)")
     parser.add_argument("--show", type=int, default=200, help="print at most this many silent differences")
     parser.add_argument("--keep", type=Path, default=None, help="keep the session files in this directory")
+    parser.add_argument(
+        "--no-order-check",
+        action="store_true",
+        help="skip scoring the sessions with `cdp-session eval` forward, reversed and shuffled",
+    )
     args = parser.parse_args(argv)
 
     from cdp_integration import environment
@@ -55,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     outcomes: dict[str, list[tuple[str, differential.Outcome]]] = {}
+    sessions: list[Path] = []
+    configs: list[dict[str, object]] = []
+    order_problems: list[str] = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="cdp-differential-") as scratch:
         out = args.keep or Path(scratch) / "sessions"
@@ -64,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             if reason:
                 print(f"{name}: skipped ({reason})", flush=True)
                 continue
-            outcomes[name] = check_source(
+            run = check_source(
                 source,
                 Path(scratch),
                 out,
@@ -74,6 +82,11 @@ def main(argv: list[str] | None = None) -> int:
                 max_episodes=args.episodes or None,
                 log=lambda line: print(line, flush=True),
             )
+            outcomes[name] = run.outcomes
+            sessions += run.sessions
+            configs += run.configs
+        if not args.no_order_check and sessions:
+            order_problems = order_check(sessions, configs, Path(scratch) / "order", seed=args.seed)
     print()
     print(differential.format_report({app: [o for _, o in rows] for app, rows in outcomes.items()}))
     silent = [(label, o) for rows in outcomes.values() for label, o in rows if o.verdict == "silent"]
@@ -82,7 +95,76 @@ def main(argv: list[str] | None = None) -> int:
         print(differential.format_silent(label, outcome))
     if len(silent) > args.show:
         print(f"... {len(silent) - args.show} more (--show)")
-    return 1 if silent else 0
+    for problem in order_problems:
+        print(problem)
+    return 1 if silent or order_problems else 0
+
+
+def order_check(
+    sessions: list[Path], configs: list[dict[str, object]], work: Path, *, seed: int
+) -> list[str]:
+    """Score the same sessions with ``cdp-session eval`` (one worker) forward, reversed and shuffled;
+    every session must get the same score (or the same error) in all three: no question's sandbox state
+    may reach another session's. Returns the differences found (empty: identical)."""
+    import json
+    import random
+    import shutil
+    import subprocess
+
+    work.mkdir(parents=True)
+    config_file = work / "configs.json"
+    config_file.write_text(json.dumps(configs))
+    shuffled = list(sessions)
+    random.Random(seed).shuffle(shuffled)
+    orders = {"forward": list(sessions), "reversed": list(reversed(sessions)), "shuffled": shuffled}
+    scores: dict[str, dict[str, object]] = {}
+    for name, order in orders.items():
+        directory = work / name
+        directory.mkdir()
+        for rank, path in enumerate(order):  # eval walks a directory in name order
+            shutil.copy(path, directory / f"{rank:05d}-{path.name}")
+        started = time.perf_counter()
+        done = subprocess.run(
+            [
+                str(ROOT / ".venv" / "bin" / "cdp-session"),
+                "eval",
+                str(directory),
+                "--configs",
+                str(config_file),
+                "--no-progress",
+                "--no-resume",
+                "-o",
+                str(work / f"{name}-out"),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            return [
+                f"order check: cdp-session eval ({name}) exited {done.returncode}: {done.stderr.strip()[-2000:]}"
+            ]
+        scores[name] = {}
+        for line in (work / f"{name}-out" / "output.jsonl").read_text().splitlines():
+            row = json.loads(line)
+            session = row["metadata"]["session_path"].split("-", 1)[1]
+            result = row["test_result"]
+            scores[name][session] = (
+                result["score"] if result.get("error") is None else result.get("error_type")
+            )
+        print(
+            f"order check: {name}: {len(scores[name])} sessions scored in {time.perf_counter() - started:.0f} s",
+            flush=True,
+        )
+    problems = []
+    for session in sorted(scores["forward"]):
+        seen = {name: scores[name].get(session) for name in orders}
+        if len(set(map(str, seen.values()))) > 1:
+            problems.append(f"order check: {session} scored differently: {seen}")
+    outcome = "identical" if not problems else f"{len(problems)} session(s) differ"
+    print(
+        f"order check: {len(sessions)} sessions scored forward, reversed and shuffled: {outcome}", flush=True
+    )
+    return problems
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import random
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
@@ -169,8 +170,9 @@ class Question:
 class Outcome:
     question: Question
     verdict: str
-    """``equal``, ``miss`` (a loud ``ReplayMissError``), ``silent`` (a different answer) or ``unstable``
-    (live itself gave two answers: two loads of the page, or the same page asked twice; not judged)."""
+    """``equal``, ``miss`` (a loud ``ReplayMissError``), ``silent`` (a different answer); not judged:
+    ``unstable`` (live itself gave two answers: two loads of the page, or the same page asked twice) and
+    ``moved`` (the live tab had changed since its capture, e.g. an animation still running)."""
     live: Any
     offline: Any = None
     miss: str | None = None
@@ -244,44 +246,82 @@ class EpisodeProbe:
         page: Any,
         step: int,
         *,
+        captured: Any = None,
         phases: Iterable[Callable[[], AbstractContextManager[Any]]] = (),
+        fresh: bool = True,
         fresh_wait: str = "load",
     ) -> None:
         """Survey every tab of ``page``'s context and answer the questions on the live pages now.
 
-        ``phases``: context-manager factories entered around the fresh loads (``logger.evaluation_phase``).
+        ``captured``: the ``Step`` just captured (``logger.last_step``); a tab whose live document no
+        longer serializes to the captured HTML moved on after its capture (an animation still running),
+        and its questions are not judged (verdict ``moved``). ``phases``: context-manager factories
+        entered around the fresh loads (``logger.evaluation_phase``). ``fresh``: also load every URL seen
+        so far in a new tab (twice, a clock second apart: what differs between two loads, a timestamp,
+        no replay can match) and ask questions there.
         """
         context = page.context
-        for number, tab in enumerate(p for p in context.pages if not p.is_closed()):
-            tab_id = _target_id(context, tab)
+        tabs = [tab for tab in context.pages if not tab.is_closed()]
+        for tab in tabs:
             if tab.url not in self.urls_seen and tab.url.startswith(("http://", "https://")):
                 self.urls_seen.append(tab.url)
+        captured_html = {t.tab_id: t.html for t in captured.tabs} if captured is not None else {}
+        pending: list[tuple[Question, Any]] = []  # (question, first answer)
+        for number, tab in enumerate(tabs):
+            tab_id = _target_id(context, tab)
+            moved = False
+            html = captured_html.get(tab_id)
+            if html is not None and "shadowrootmode" not in html:
+                moved = tab.content() != html
             questions = self._questions(tab, step, tab_id, self._rng(step, number), self.per_step)
-            first = [_answer(tab, question) for question in questions]
-            again = [_answer(tab, question) for question in questions]  # a clock on the page changes
-            self.asked += [
-                (q, a if a == b else _Unstable(a, b)) for q, a, b in zip(questions, first, again, strict=True)
-            ]
+            answers = _answers(tab, questions)
+            pending += [(q, _Moved(a) if moved else a) for q, a in zip(questions, answers, strict=True)]
+        loads: list[tuple[list[Question], list[Any], float]] = []
         with contextlib.ExitStack() as stack:
             for phase in phases:
                 stack.enter_context(phase())
-            for url in list(self.urls_seen):
-                questions: list[Question] = []
-                loads: list[list[Any]] = []
-                for _ in range(2):  # two loads: what differs between them (a timestamp) no replay can match
-                    fresh = context.new_page()
-                    try:
-                        fresh.goto(url, wait_until=fresh_wait)
-                        if not questions:
-                            questions = self._questions(
-                                fresh, step, None, self._rng(step, url), self.fresh_per_url, url=url
-                            )
-                        loads.append([_answer(fresh, question) for question in questions])
-                    finally:
-                        fresh.close()
+            for url in self.urls_seen if fresh else []:
+                started = time.time()
+                questions, answers = self._fresh(context, url, step, fresh_wait, None)
+                loads.append((questions, answers, started))
+            # The second pass over the tabs: a page whose answers change by themselves (a clock).
+            by_tab: dict[str, list[int]] = {}
+            for index, (question, _) in enumerate(pending):
+                by_tab.setdefault(question.tab_id or "", []).append(index)
+            for tab in tabs:
+                indexes = by_tab.get(_target_id(context, tab), [])
+                again = _answers(tab, [pending[i][0] for i in indexes])
+                for i, answer in zip(indexes, again, strict=True):
+                    question, first = pending[i]
+                    stable = (
+                        first if isinstance(first, _Moved) or first == answer else _Unstable(first, answer)
+                    )
+                    self.asked.append((question, stable))
+            for url, (questions, first_answers, started) in zip(
+                self.urls_seen if fresh else [], loads, strict=True
+            ):
+                while int(time.time()) == int(started):  # wait for the next clock second
+                    time.sleep(0.05)
+                _, again = self._fresh(context, url, step, fresh_wait, questions)
                 self.asked += [
-                    (q, a if a == b else _Unstable(a, b)) for q, a, b in zip(questions, *loads, strict=True)
+                    (q, a if a == b else _Unstable(a, b))
+                    for q, a, b in zip(questions, first_answers, again, strict=True)
                 ]
+
+    def _fresh(
+        self, context: Any, url: str, step: int, wait: str, questions: list[Question] | None
+    ) -> tuple[list[Question], list[Any]]:
+        """A new tab in the live context, ``goto(url)``, the questions (made from it the first time)."""
+        tab = context.new_page()
+        try:
+            tab.goto(url, wait_until=wait)
+            if questions is None:
+                questions = self._questions(
+                    tab, step, None, self._rng(step, url), self.fresh_per_url, url=url
+                )
+            return questions, _answers(tab, questions)
+        finally:
+            tab.close()
 
     def _questions(
         self,
@@ -409,8 +449,38 @@ def _answer(page: Any, question: Question) -> Any:
         return _error(exc)
 
 
+def _answers(page: Any, questions: Sequence[Question]) -> list[Any]:
+    """Live answers; the ``evaluate`` ones in one round trip (each expression inlined in its own
+    ``try``), a failed one asked again on its own so its error comes through Playwright like offline."""
+    expressions = [q.arg for q in questions if q.op == "evaluate"]
+    batch = (
+        "() => ["
+        + ",".join(
+            f"(() => {{ try {{ return {{ v: ({expression})() }}; }} catch (e) {{ return {{ failed: true }}; }} }})()"
+            for expression in expressions
+        )
+        + "]"
+    )
+    results = iter(page.evaluate(batch) if expressions else [])
+    answers = []
+    for question in questions:
+        if question.op != "evaluate":
+            answers.append(_answer(page, question))
+            continue
+        result = next(results)
+        answers.append(_answer(page, question) if result.get("failed") else _normal(result.get("v")))
+    return answers
+
+
 def _normal(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
+
+
+@dataclass(frozen=True)
+class _Moved:
+    """An answer from a tab whose live document had changed since its capture (not judged)."""
+
+    answer: Any
 
 
 @dataclass(frozen=True)
@@ -424,6 +494,8 @@ class _Unstable:
 def _judge(page: Any, question: Question, live: Any) -> Outcome:
     if isinstance(live, _Unstable):
         return Outcome(question, "unstable", [live.first, live.second])
+    if isinstance(live, _Moved):
+        return Outcome(question, "moved", live.answer)
     try:
         offline = _normal(_ask(page, question))
     except ReplayMissError as exc:
@@ -443,6 +515,7 @@ class AppTally:
     misses: int = 0
     silent: int = 0
     unstable: int = 0
+    moved: int = 0
     by_kind: Counter[str] = field(default_factory=Counter)
     """Silent differences by question kind."""
 
@@ -459,6 +532,8 @@ def tally(outcomes_by_app: dict[str, Sequence[Outcome]]) -> dict[str, AppTally]:
                 t.misses += 1
             elif outcome.verdict == "unstable":
                 t.unstable += 1
+            elif outcome.verdict == "moved":
+                t.moved += 1
             else:
                 t.silent += 1
                 t.by_kind[outcome.question.kind] += 1
@@ -468,21 +543,23 @@ def tally(outcomes_by_app: dict[str, Sequence[Outcome]]) -> dict[str, AppTally]:
 def format_report(outcomes_by_app: dict[str, Sequence[Outcome]]) -> str:
     """The per-app table: questions, equal, loud misses, silent differences (by kind)."""
     rows = [
-        f"{'app':<12} {'questions':>9} {'equal':>7} {'loud misses':>11} {'unstable':>8} {'silent':>6}  silent by kind"
+        f"{'app':<12} {'questions':>9} {'equal':>7} {'loud misses':>11} {'unstable':>8} {'moved':>5} {'silent':>6}"
+        "  silent by kind"
     ]
     total = AppTally()
     for app, t in tally(outcomes_by_app).items():
         kinds = ", ".join(f"{k} {n}" for k, n in t.by_kind.most_common())
         rows.append(
-            f"{app:<12} {t.questions:>9} {t.equal:>7} {t.misses:>11} {t.unstable:>8} {t.silent:>6}  {kinds}"
+            f"{app:<12} {t.questions:>9} {t.equal:>7} {t.misses:>11} {t.unstable:>8} {t.moved:>5} {t.silent:>6}  {kinds}"
         )
         total.questions += t.questions
         total.equal += t.equal
         total.misses += t.misses
         total.silent += t.silent
         total.unstable += t.unstable
+        total.moved += t.moved
     rows.append(
-        f"{'total':<12} {total.questions:>9} {total.equal:>7} {total.misses:>11} {total.unstable:>8} {total.silent:>6}"
+        f"{'total':<12} {total.questions:>9} {total.equal:>7} {total.misses:>11} {total.unstable:>8} {total.moved:>5} {total.silent:>6}"
     )
     return "\n".join(rows)
 

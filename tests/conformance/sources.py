@@ -23,6 +23,9 @@ __all__ = ["Episode", "Source", "all_sources", "conformance_sources", "demo_sour
 class Episode:
     label: str
     actions: tuple[Any, ...]
+    task_id: int | None = None
+    config: dict[str, Any] | None = None
+    """The task's WebArena config with URL placeholders (resolved by ``Source.site_urls`` at play time)."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,13 @@ class Source:
     episodes: Callable[[], list[Episode]]
     act: Callable[[Any, apps.App, Any], None]
     context_options: Callable[[apps.App], dict[str, Any]]
+    site_urls: Callable[[apps.App], dict[str, str]]
+    """WebArena site variable -> the running app's URL (the session's ``task.site_urls``)."""
+
+    def resolve(self, config: dict[str, Any], app: apps.App) -> dict[str, Any]:
+        from cdp_integration.webarena import substitute_placeholders
+
+        return dict(substitute_placeholders(config, self.site_urls(app)))
 
 
 def _conformance(name: str, start: Callable[[Path], apps.App], missing: Callable[[], str | None]) -> Source:
@@ -40,7 +50,12 @@ def _conformance(name: str, start: Callable[[Path], apps.App], missing: Callable
         from tests.conformance.test_conformance import TASKS
 
         return [
-            Episode(f"{task['config']['task_id']}.{trajectory}", tuple(map(tuple, played["actions"])))
+            Episode(
+                f"{task['config']['task_id']}.{trajectory}",
+                tuple(map(tuple, played["actions"])),
+                task_id=task["config"]["task_id"],
+                config=task["config"],
+            )
             for task in TASKS
             if task["app"] == name
             for trajectory, played in task["trajectories"].items()
@@ -58,7 +73,14 @@ def _conformance(name: str, start: Callable[[Path], apps.App], missing: Callable
         episodes=episodes,
         act=act,
         context_options=lambda app: {"http_credentials": {"username": apps.USER, "password": apps.PASSWORD}},
+        site_urls=lambda app: {_placeholders()[name][1]: app.url},
     )
+
+
+def _placeholders() -> dict[str, tuple[str, str]]:
+    from tests.conformance.test_conformance import PLACEHOLDERS
+
+    return PLACEHOLDERS
 
 
 def conformance_sources() -> list[Source]:
@@ -94,7 +116,11 @@ def _demo_episodes() -> list[Episode]:
         for trajectory in ("success", "failure"):
             steps = task.success if trajectory == "success" else task.failure
             played = tuple(step for step in steps if step[0] != "answer")
-            episodes.append(Episode(f"{task.task_id}.{trajectory}", (setup, *played)))
+            episodes.append(
+                Episode(
+                    f"{task.task_id}.{trajectory}", (setup, *played), task_id=task.task_id, config=task.config
+                )
+            )
     return episodes
 
 
@@ -152,7 +178,14 @@ def demo_source() -> Source:
         episodes=_demo_episodes,
         act=_demo_act,
         context_options=lambda app: {},
+        site_urls=_demo_site_urls,
     )
+
+
+def _demo_site_urls(app: apps.App) -> dict[str, str]:
+    from cdp_integration.demo.tasks import site_urls
+
+    return site_urls(app.url)
 
 
 def all_sources() -> list[Source]:
@@ -177,19 +210,32 @@ def play(
     context = browser.new_context(**source.context_options(app))
     try:
         page = context.new_page()
-        logger = CDPSessionLogger(out, task={"differential": episode.label})
+        task: dict[str, Any] = {"site_urls": source.site_urls(app), "differential": episode.label}
+        if episode.task_id is not None:
+            task["task_id"] = episode.task_id
+        logger = CDPSessionLogger(out, task=task)
         logger.attach_to_page(page)
         try:
             for step, action in enumerate(episode.actions):
                 source.act(page, app, action)
                 logger.capture_state_snapshot(" ".join(map(str, action[:2])))
-                probe.ask_live(page, step, phases=[logger.evaluation_phase])
+                probe.ask_live(page, step, captured=logger.last_step, phases=[logger.evaluation_phase])
             path = logger.save_session(f"{source.name}.{episode.label}")
         finally:
             logger.detach()
     finally:
         context.close()
     return load_session(path)
+
+
+@dataclass
+class SourceRun:
+    """What ``check_source`` found: ``(episode label, Outcome)`` pairs, and the sessions it saved with
+    their tasks' configs (resolved for the app as it ran), for scoring them again."""
+
+    outcomes: list[tuple[str, Any]]
+    sessions: list[Path]
+    configs: list[dict[str, Any]]
 
 
 def check_source(
@@ -202,7 +248,7 @@ def check_source(
     fresh_per_url: int,
     max_episodes: int | None = None,
     log: Callable[[str], None] = lambda line: None,
-) -> list[tuple[str, Any]]:
+) -> SourceRun:
     """Every episode of ``source`` live, then (the app stopped) offline: ``(label, Outcome)`` pairs."""
     import time
 
@@ -213,6 +259,7 @@ def check_source(
 
     episodes = source.episodes()[: max_episodes or None]
     played: list[tuple[Episode, EpisodeProbe, Any]] = []
+    configs: dict[int, dict[str, Any]] = {}
     started = time.perf_counter()
     browser = browsergym.core._get_global_playwright().chromium.launch(
         executable_path=environment.chromium_executable(), args=list(environment.CHROMIUM_ARGS), headless=True
@@ -225,6 +272,8 @@ def check_source(
                 )
                 session = play(source, app, browser, episode, out, probe)
                 played.append((episode, probe, session))
+                if episode.task_id is not None and episode.config is not None:
+                    configs[episode.task_id] = source.resolve(episode.config, app)
                 log(
                     f"{source.name} {episode.label}: {len(probe.asked)} questions asked live "
                     f"({time.perf_counter() - started:.0f} s)"
@@ -237,4 +286,4 @@ def check_source(
         results += [(f"{source.name} {episode.label}", outcome) for outcome in outcomes]
         counts = {v: sum(o.verdict == v for o in outcomes) for v in ("equal", "miss", "unstable", "silent")}
         log(f"{source.name} {episode.label}: offline {counts} ({time.perf_counter() - started:.0f} s)")
-    return results
+    return SourceRun(results, [session.path for _, _, session in played], list(configs.values()))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import tempfile
 import time
 from collections import Counter
@@ -34,7 +35,7 @@ from cdp_integration.capture.probes import build_trajectory, webarena_config_fil
 from cdp_integration.errors import ReconstructedAnswerError, ReplayMissError
 from cdp_integration.evaluate.scoring import evaluate_session
 from cdp_integration.webarena import skip_evaluator_sleep, use_site_urls
-from tests.conformance import apps
+from tests.conformance import apps, differential
 
 TASKS: list[dict[str, Any]] = json.loads((Path(__file__).with_name("tasks.json")).read_text())
 PLACEHOLDERS = {"dokuwiki": ("__WIKIPEDIA__", "WIKIPEDIA"), "trac": ("__GITLAB__", "GITLAB")}
@@ -97,6 +98,18 @@ def _live_score(page: Any, config: dict[str, Any], answer: str | None) -> float:
 
 MODES = ("recorded", "reconstructed")
 
+SAMPLE_QUESTIONS_PER_STEP = int(os.environ.get("CDP_TEST_DIFFERENTIAL_QUESTIONS", "12"))
+SAMPLE_SEED = int(os.environ.get("CDP_TEST_DIFFERENTIAL_SEED", "0"))
+SAMPLE_MIN_QUESTIONS = 500
+
+
+def _sample_probe(app: str, label: str) -> differential.EpisodeProbe:
+    """The differential checker's bounded sample: a few questions per step of every conformance episode
+    (``scripts/differential_check.py`` / ``make check-fidelity`` run it at full size)."""
+    return differential.EpisodeProbe(
+        app, label, seed=SAMPLE_SEED, per_step=SAMPLE_QUESTIONS_PER_STEP, fresh_per_url=6, max_controls=20
+    )
+
 
 def _play(
     context: Any,
@@ -106,6 +119,7 @@ def _play(
     trajectory: dict[str, Any],
     out: Path,
     label: str,
+    probe: differential.EpisodeProbe | None = None,
 ) -> tuple[dict[str, Any], float]:
     """Play ``trajectory`` once with two loggers on the page: one knowing the task's config
     (``recorded``: it runs the official evaluator on the live final state when saved and records every
@@ -114,7 +128,8 @@ def _play(
     (unless the config has prep actions, which may change the state they run on).
 
     The ``reconstructed`` logger saves first, so its session ends before the evaluator's own
-    navigations; the recorded one tags those as evaluator traffic.
+    navigations; the recorded one tags those as evaluator traffic. ``probe``: the differential checker's
+    questions, asked live after each step (its own tabs tagged as evaluator traffic, like the evaluator's).
     """
     page = context.new_page()
     loggers = {
@@ -125,10 +140,17 @@ def _play(
     }
     for logger in loggers.values():
         logger.attach_to_page(page)
-    for action in trajectory["actions"]:
+    for step, action in enumerate(trajectory["actions"]):
         _act(page, app, action)
         for logger in loggers.values():
             logger.capture_state_snapshot(" ".join(action[:2]))
+        if probe is not None:
+            probe.ask_live(
+                page,
+                step,
+                captured=loggers["reconstructed"].last_step,
+                phases=[logger.evaluation_phase for logger in loggers.values()],
+            )
     answer = trajectory.get("answer")
     sessions = {}
     for mode in ("reconstructed", "recorded"):
@@ -152,7 +174,17 @@ def live_apps() -> Iterator[dict[str, apps.App]]:
         yield {"dokuwiki": wiki, "trac": trac}
 
 
-def test_offline_scores_equal_live_or_miss_loudly(live_apps: dict[str, apps.App], tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def differential_sample() -> dict[str, list[tuple[str, differential.Outcome]]]:
+    """The differential checker's outcomes on the episodes the conformance test plays (filled by it)."""
+    return {}
+
+
+def test_offline_scores_equal_live_or_miss_loudly(
+    live_apps: dict[str, apps.App],
+    tmp_path: Path,
+    differential_sample: dict[str, list[tuple[str, differential.Outcome]]],
+) -> None:
     import browsergym.core
 
     from cdp_integration import environment
@@ -176,10 +208,15 @@ def test_offline_scores_equal_live_or_miss_loudly(live_apps: dict[str, apps.App]
                     context = browser.new_context(
                         http_credentials={"username": apps.USER, "password": apps.PASSWORD}
                     )
+                    probe = _sample_probe(task["app"], label)
                     try:
-                        sessions, live = _play(context, app, urls, resolved, trajectory, tmp_path, label)
+                        sessions, live = _play(
+                            context, app, urls, resolved, trajectory, tmp_path, label, probe
+                        )
                     finally:
                         context.close()
+                    outcomes = probe.answer_offline(sessions["reconstructed"])
+                    differential_sample.setdefault(task["app"], []).extend((label, o) for o in outcomes)
                     for mode in MODES:
                         verdict = _judge(
                             task,
@@ -250,3 +287,60 @@ def _judge(
             evaluate_session(session, config, per_step=False, recorded_only=True)
             problems.append(f"{label}: --recorded-only accepted a reconstructed score")
     return f"{result.score}  ({result.provenance})"
+
+
+def test_differential_sample_has_no_silent_difference(
+    live_apps: dict[str, apps.App],
+    tmp_path: Path,
+    differential_sample: dict[str, list[tuple[str, differential.Outcome]]],
+) -> None:
+    """At every step of the conformance episodes, questions built from the live DOM (element text, form
+    controls' values, attributes, counts, computed style, visibility, location, fresh loads of the URLs
+    seen) answered live and from the reconstructed session: equal, or a loud miss, never different.
+
+    Reuses the episodes the test above played; run alone, it plays the conformance episodes itself.
+    """
+    if not differential_sample:
+        _play_sample(live_apps, tmp_path, differential_sample)
+    by_app = {app: [outcome for _, outcome in rows] for app, rows in differential_sample.items()}
+    print(f"\ndifferential sample (seed {SAMPLE_SEED}, {SAMPLE_QUESTIONS_PER_STEP} questions per step):")
+    print(differential.format_report(by_app))
+    silent = [
+        differential.format_silent(label, outcome)
+        for rows in differential_sample.values()
+        for label, outcome in rows
+        if outcome.verdict == "silent"
+    ]
+    for line in silent:
+        print(line)
+    outcomes = [outcome for rows in by_app.values() for outcome in rows]
+    equal = sum(outcome.verdict == "equal" for outcome in outcomes)
+    assert len(outcomes) >= SAMPLE_MIN_QUESTIONS, len(outcomes)
+    assert equal >= 0.6 * len(outcomes), f"only {equal} of {len(outcomes)} answers compared equal"
+    assert not silent, f"{len(silent)} silent difference(s):\n" + "\n".join(silent[:20])
+
+
+def _play_sample(
+    live_apps: dict[str, apps.App], out: Path, sample: dict[str, list[tuple[str, differential.Outcome]]]
+) -> None:
+    """The conformance episodes with one task-less logger each and the sample's questions."""
+    import browsergym.core
+
+    from cdp_integration import environment
+    from tests.conformance import sources
+
+    browser = browsergym.core._get_global_playwright().chromium.launch(
+        executable_path=environment.chromium_executable(), args=list(environment.CHROMIUM_ARGS), headless=True
+    )
+    try:
+        for source in sources.conformance_sources():
+            if source.name not in live_apps:
+                continue
+            for episode in source.episodes():
+                probe = _sample_probe(source.name, episode.label)
+                session = sources.play(source, live_apps[source.name], browser, episode, out, probe)
+                sample.setdefault(source.name, []).extend(
+                    (episode.label, outcome) for outcome in probe.answer_offline(session)
+                )
+    finally:
+        browser.close()
