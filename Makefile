@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`. Both set up what is missing first.
-.PHONY: setup demo test test-webarena check-wheel bench lint
+.PHONY: setup demo test test-webarena check-fidelity check-wheel bench lint
 
 setup:
 	@scripts/setup.sh
@@ -23,6 +23,15 @@ test: setup
 test-webarena: setup
 	CDP_TEST_WEBARENA_TASKS=all CDP_TEST_RUN_INFER_WEBARENA=1 .venv/bin/python -m pytest -q --durations=10 \
 		tests/integration/test_webarena_parity.py tests/integration/test_webarena_run_infer.py
+
+# The differential fidelity checker at full size (tests/conformance/differential.py): every episode of the
+# conformance apps and the demo shop, questions built from the live DOM at every step answered live and from
+# the session; prints questions / equal / loud misses / silent differences per app and every silent
+# difference, then scores the sessions with `cdp-session eval` forward, reversed and shuffled. Exit 1 on any
+# silent difference or order-dependent score. FIDELITY_ARGS="--apps trac --seed 3" narrows or varies it.
+FIDELITY_ARGS ?=
+check-fidelity: setup
+	.venv/bin/python scripts/differential_check.py $(FIDELITY_ARGS)
 
 # A plain-pip install of the built wheel in a fresh venv scores the golden sessions (needs PyPI).
 check-wheel:

@@ -235,6 +235,8 @@ class EpisodeProbe:
         self.max_controls = max_controls
         self.asked: list[tuple[Question, Any]] = []
         self.urls_seen: list[str] = []
+        self.seconds = 0.0
+        """Time spent asking, live and offline (what the checker adds to an episode)."""
 
     def _rng(self, *parts: object) -> random.Random:
         return random.Random(":".join(map(str, (self.seed, self.app, self.label, *parts))))
@@ -260,6 +262,21 @@ class EpisodeProbe:
         so far in a new tab (twice, a clock second apart: what differs between two loads, a timestamp,
         no replay can match) and ask questions there.
         """
+        started = time.perf_counter()
+        try:
+            self._ask_live(page, step, captured, phases, fresh, fresh_wait)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+    def _ask_live(
+        self,
+        page: Any,
+        step: int,
+        captured: Any,
+        phases: Iterable[Callable[[], AbstractContextManager[Any]]],
+        fresh: bool,
+        fresh_wait: str,
+    ) -> None:
         context = page.context
         tabs = [tab for tab in context.pages if not tab.is_closed()]
         for tab in tabs:
@@ -407,12 +424,19 @@ class EpisodeProbe:
         """Ask every question of the captured session (no recorded answers: ``evaluation=None``)."""
         from cdp_integration.replay.page import MockBrowserContext
 
+        started = time.perf_counter()
+        try:
+            return self._answer_offline(session, MockBrowserContext)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+    def _answer_offline(self, session: Any, context_type: Any) -> list[Outcome]:
         outcomes: list[Outcome] = []
         by_step: dict[int, list[tuple[Question, Any]]] = {}
         for question, live in self.asked:
             by_step.setdefault(question.step, []).append((question, live))
         for step, asked in sorted(by_step.items()):
-            context = MockBrowserContext(session, step, evaluation=None)
+            context = context_type(session, step, evaluation=None)
             try:
                 tabs = [tab.tab_id for tab in context.step.tabs]
                 fresh: dict[str, Any] = {}

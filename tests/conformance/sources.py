@@ -38,6 +38,9 @@ class Source:
     context_options: Callable[[apps.App], dict[str, Any]]
     site_urls: Callable[[apps.App], dict[str, str]]
     """WebArena site variable -> the running app's URL (the session's ``task.site_urls``)."""
+    question_share: float = 1.0
+    """This source's questions per step, as a share of the run's setting (the demo shop has 90
+    episodes, four times the steps of a conformance app)."""
 
     def resolve(self, config: dict[str, Any], app: apps.App) -> dict[str, Any]:
         from cdp_integration.webarena import substitute_placeholders
@@ -179,6 +182,7 @@ def demo_source() -> Source:
         act=_demo_act,
         context_options=lambda app: {},
         site_urls=_demo_site_urls,
+        question_share=0.25,
     )
 
 
@@ -202,6 +206,8 @@ def play(
     episode: Episode,
     out: Path,
     probe: Any,
+    *,
+    fresh_every_step: bool = True,
 ) -> Any:
     """Play ``episode`` live with a task-less logger (every answer must be reconstructed), asking
     ``probe``'s questions after each captured step; return the saved session."""
@@ -219,7 +225,13 @@ def play(
             for step, action in enumerate(episode.actions):
                 source.act(page, app, action)
                 logger.capture_state_snapshot(" ".join(map(str, action[:2])))
-                probe.ask_live(page, step, captured=logger.last_step, phases=[logger.evaluation_phase])
+                probe.ask_live(
+                    page,
+                    step,
+                    captured=logger.last_step,
+                    phases=[logger.evaluation_phase],
+                    fresh=fresh_every_step or step == len(episode.actions) - 1,
+                )
             path = logger.save_session(f"{source.name}.{episode.label}")
         finally:
             logger.detach()
@@ -268,7 +280,11 @@ def check_source(
         with source.running(workdir) as app:
             for episode in episodes:
                 probe = EpisodeProbe(
-                    source.name, episode.label, seed=seed, per_step=per_step, fresh_per_url=fresh_per_url
+                    source.name,
+                    episode.label,
+                    seed=seed,
+                    per_step=max(1, round(per_step * source.question_share)),
+                    fresh_per_url=fresh_per_url,
                 )
                 session = play(source, app, browser, episode, out, probe)
                 played.append((episode, probe, session))
