@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--episodes", type=int, default=0, help="at most this many episodes per app (0: all)")
+    parser.add_argument("--matching", default="", help="only episodes whose label matches this regex")
     parser.add_argument("--show", type=int, default=200, help="print at most this many silent differences")
     parser.add_argument("--keep", type=Path, default=None, help="keep the session files in this directory")
     parser.add_argument(
@@ -80,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
                 per_step=args.questions_per_step,
                 fresh_per_url=args.fresh_per_url,
                 max_episodes=args.episodes or None,
+                matching=args.matching,
                 log=lambda line: print(line, flush=True),
             )
             outcomes[name] = run.outcomes

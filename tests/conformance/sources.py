@@ -9,6 +9,7 @@ there (with its start function in ``apps.py``) is one more line in :func:`confor
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -259,6 +260,7 @@ def check_source(
     per_step: int,
     fresh_per_url: int,
     max_episodes: int | None = None,
+    matching: str = "",
     log: Callable[[str], None] = lambda line: None,
 ) -> SourceRun:
     """Every episode of ``source`` live, then (the app stopped) offline: ``(label, Outcome)`` pairs."""
@@ -267,9 +269,11 @@ def check_source(
     import browsergym.core
 
     from cdp_integration import environment
-    from tests.conformance.differential import EpisodeProbe
+    from tests.conformance.differential import EpisodeProbe, format_silent
 
-    episodes = source.episodes()[: max_episodes or None]
+    episodes = [episode for episode in source.episodes() if re.search(matching, episode.label)][
+        : max_episodes or None
+    ]
     played: list[tuple[Episode, EpisodeProbe, Any]] = []
     configs: dict[int, dict[str, Any]] = {}
     started = time.perf_counter()
@@ -300,6 +304,11 @@ def check_source(
     for episode, probe, session in played:  # the app is stopped: nothing offline can reach it
         outcomes = probe.answer_offline(session)
         results += [(f"{source.name} {episode.label}", outcome) for outcome in outcomes]
-        counts = {v: sum(o.verdict == v for o in outcomes) for v in ("equal", "miss", "unstable", "silent")}
+        counts = {
+            v: sum(o.verdict == v for o in outcomes) for v in ("equal", "miss", "unstable", "moved", "silent")
+        }
         log(f"{source.name} {episode.label}: offline {counts} ({time.perf_counter() - started:.0f} s)")
+        for outcome in outcomes:  # as found: a long run cut short still shows them
+            if outcome.verdict == "silent":
+                log("  SILENT " + format_silent(f"{source.name} {episode.label}", outcome))
     return SourceRun(results, [session.path for _, _, session in played], list(configs.values()))
