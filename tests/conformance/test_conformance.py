@@ -144,14 +144,14 @@ def _play(
         _act(page, app, action)
         for logger in loggers.values():
             logger.capture_state_snapshot(" ".join(action[:2]))
-        if probe is not None:
+        if probe is not None:  # the sample's fresh loads: at the last step, where evaluators ask
+            last = step == len(trajectory["actions"]) - 1
             probe.ask_live(
                 page,
                 step,
                 captured=loggers["reconstructed"].last_step,
                 phases=[logger.evaluation_phase for logger in loggers.values()],
-                fresh=step
-                == len(trajectory["actions"]) - 1,  # the sample's fresh loads: where evaluators ask
+                fresh=last,
             )
     answer = trajectory.get("answer")
     sessions = {}
