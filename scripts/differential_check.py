@@ -112,6 +112,7 @@ def order_check(
     import random
     import shutil
     import subprocess
+    from collections import Counter
 
     work.mkdir(parents=True)
     config_file = work / "configs.json"
@@ -153,6 +154,8 @@ def order_check(
             scores[name][session] = (
                 result["score"] if result.get("error") is None else result.get("error_type")
             )
+        tally = Counter(map(str, scores[name].values()))
+        print(f"order check: {name}: scores {dict(sorted(tally.items()))}", flush=True)
         print(
             f"order check: {name}: {len(scores[name])} sessions scored in {time.perf_counter() - started:.0f} s",
             flush=True,
