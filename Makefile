@@ -37,6 +37,15 @@ test-imports: setup
 test-conformance: setup
 	CDP_TEST_CONFORMANCE=all .venv/bin/python -m pytest -q tests/conformance
 
+# The differential fidelity checker at full size (tests/conformance/differential.py): every episode of the
+# conformance apps and the demo shop, questions built from the live DOM at every step answered live and from
+# the session; prints questions / equal / loud misses / silent differences per app and every silent
+# difference, then scores the sessions with `cdp-session eval` forward, reversed and shuffled. Exit 1 on any
+# silent difference or order-dependent score. FIDELITY_ARGS="--apps trac --seed 3" narrows or varies it.
+FIDELITY_ARGS ?=
+check-fidelity: setup
+	.venv/bin/python scripts/differential_check.py $(FIDELITY_ARGS)
+
 # A plain-pip install of the built wheel in a fresh venv scores the golden sessions (needs PyPI).
 check-wheel:
 	@scripts/check_wheel.sh

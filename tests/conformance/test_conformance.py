@@ -41,7 +41,7 @@ from cdp_integration.capture.probes import build_trajectory, webarena_config_fil
 from cdp_integration.errors import ReconstructedAnswerError, ReplayMissError
 from cdp_integration.evaluate.scoring import evaluate_session
 from cdp_integration.webarena import skip_evaluator_sleep, use_site_urls
-from tests.conformance import apps
+from tests.conformance import apps, differential
 
 TASKS: list[dict[str, Any]] = json.loads((Path(__file__).with_name("tasks.json")).read_text())
 PLACEHOLDERS = {
@@ -162,6 +162,19 @@ def _live_score(page: Any, config: dict[str, Any], answer: str | None) -> float:
         return float(evaluator(trajectory=trajectory, config_file=config_file, page=page, client=None))
 
 
+SAMPLE_QUESTIONS_PER_STEP = int(os.environ.get("CDP_TEST_DIFFERENTIAL_QUESTIONS", "8"))
+SAMPLE_SEED = int(os.environ.get("CDP_TEST_DIFFERENTIAL_SEED", "0"))
+SAMPLE_MIN_QUESTIONS = 500
+
+
+def _sample_probe(app: str, label: str) -> differential.EpisodeProbe:
+    """The differential checker's bounded sample: a few questions per step of every conformance episode
+    (``scripts/differential_check.py`` / ``make check-fidelity`` run it at full size)."""
+    return differential.EpisodeProbe(
+        app, label, seed=SAMPLE_SEED, per_step=SAMPLE_QUESTIONS_PER_STEP, fresh_per_url=6, max_controls=20
+    )
+
+
 def _play(
     context: Any,
     app: apps.App,
@@ -170,6 +183,7 @@ def _play(
     trajectory: dict[str, Any],
     out: Path,
     label: str,
+    probe: differential.EpisodeProbe | None = None,
 ) -> tuple[dict[str, Any], float]:
     """Play ``trajectory`` once with two loggers on the page: one knowing the task's config
     (``recorded``: it runs the official evaluator on the live final state when saved and records every
@@ -179,7 +193,8 @@ def _play(
 
     The ``reconstructed`` logger saves first, so its session ends before the evaluator's own
     navigations; the recorded one tags those as evaluator traffic. The evaluator's page is the
-    agent's first tab (a trajectory that opens a second tab closes it again).
+    agent's first tab (a trajectory that opens a second tab closes it again). ``probe``: the differential checker's
+    questions, asked live after each step (its own tabs tagged as evaluator traffic, like the evaluator's).
     """
     agent = _Agent(context, app)
     loggers = {
@@ -200,6 +215,14 @@ def _play(
                 continue  # the wait's capture is this action's settled state (a TiddlyWiki step: ~2.6 MB)
             for logger in loggers.values():
                 logger.capture_state_snapshot(" ".join(action[:2]))
+            if probe is not None:  # the sample's fresh loads: at the last step, where evaluators ask
+                probe.ask_live(
+                    agent.page,
+                    index,
+                    captured=loggers["reconstructed"].last_step,
+                    phases=[logger.evaluation_phase for logger in loggers.values()],
+                    fresh=index == len(actions) - 1,
+                )
         for mode in ("reconstructed", "recorded"):
             sessions[mode] = load_session(loggers[mode].save_session(f"{label}.{mode}", final_answer=answer))
             loggers[mode].detach()
@@ -207,11 +230,21 @@ def _play(
         for logger in loggers.values():  # detaching twice is harmless; an action that failed leaves them
             logger.detach()
     assert "config" not in sessions["reconstructed"].task
-    probe = sessions["recorded"].end.probe if sessions["recorded"].end else None
-    assert probe is not None and probe.score is not None, (label, probe)
+    end_probe = sessions["recorded"].end.probe if sessions["recorded"].end else None
+    assert end_probe is not None and end_probe.score is not None, (label, end_probe)
     if "prep_actions" not in json.dumps(config):  # a prep action (a click) may change what a rerun sees
-        assert _live_score(agent.first, config, answer) == probe.score, label
-    return sessions, probe.score
+        assert _live_score(agent.first, config, answer) == end_probe.score, label
+    return sessions, end_probe.score
+
+
+@pytest.fixture(scope="module")
+def differential_sample() -> dict[str, list[tuple[str, differential.Outcome]]]:
+    """The differential checker's outcomes on the episodes the conformance test plays (filled by it)."""
+    return {}
+
+
+SAMPLE_SECONDS: list[float] = []
+"""What the sample's probes cost, per episode (printed with the sample's table)."""
 
 
 @pytest.fixture(scope="module")
@@ -257,6 +290,7 @@ def test_offline_scores_equal_live_or_miss_loudly(
     browser: Any,
     episodes: dict[str, tuple[dict[str, Any], float]],
     conformance_counts: dict[str, Counter[str]],
+    differential_sample: dict[str, list[tuple[str, differential.Outcome]]],
     request: pytest.FixtureRequest,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
@@ -270,6 +304,7 @@ def test_offline_scores_equal_live_or_miss_loudly(
     with use_site_urls(urls), skip_evaluator_sleep():
         if label not in episodes:
             context = browser.new_context(**apps.context_options(app))
+            probe = _sample_probe(app.name, label)
             try:
                 episodes[label] = _play(
                     context,
@@ -279,9 +314,13 @@ def test_offline_scores_equal_live_or_miss_loudly(
                     task["trajectories"][trajectory],
                     _session_dir(tmp_path_factory),
                     label,
+                    probe,
                 )
             finally:
                 context.close()
+            outcomes = probe.answer_offline(episodes[label][0]["reconstructed"])
+            differential_sample.setdefault(app.name, []).extend((label, o) for o in outcomes)
+            SAMPLE_SECONDS.append(probe.seconds)
         sessions, live = episodes[label] if mode == "recorded" else episodes.pop(label)
         verdict = _judge(
             task, trajectory, mode, sessions[mode], config, live, counts, problems, f"{label}.{mode}"
@@ -333,3 +372,41 @@ def _judge(
             evaluate_session(session, config, per_step=False, recorded_only=True)
             problems.append(f"{label}: --recorded-only accepted a reconstructed score")
     return f"{result.score}  ({result.provenance})"
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="known replay gap on this branch (notes/diffcheck.md, class A): a fresh load of a scripted page is "
+    "answered from the agent's tab after a click changed its DOM (DokuWiki's table of contents); "
+    "remove this mark once the fresh-load rules of issue 19 item 3 are merged",
+)
+def test_differential_sample_has_no_silent_difference(
+    differential_sample: dict[str, list[tuple[str, differential.Outcome]]],
+) -> None:
+    """At every step of the conformance episodes, questions built from the live DOM (element text, form
+    controls' values, attributes, counts, computed style, visibility, location, fresh loads of the URLs
+    seen) answered live and from the reconstructed session: equal, or a loud miss, never different.
+
+    Asked on the episodes the test above plays (select both, e.g. ``-k "offline_scores or differential"``).
+    """
+    if not differential_sample:
+        pytest.skip("no conformance episode was played in this run")
+    by_app = {app: [outcome for _, outcome in rows] for app, rows in differential_sample.items()}
+    print(
+        f"\ndifferential sample (seed {SAMPLE_SEED}, {SAMPLE_QUESTIONS_PER_STEP} questions per step; "
+        f"{sum(SAMPLE_SECONDS):.0f} s of asking over {len(SAMPLE_SECONDS)} episodes):"
+    )
+    print(differential.format_report(by_app))
+    silent = [
+        differential.format_silent(label, outcome)
+        for rows in differential_sample.values()
+        for label, outcome in rows
+        if outcome.verdict == "silent"
+    ]
+    for line in silent:
+        print(line)
+    outcomes = [outcome for rows in by_app.values() for outcome in rows]
+    equal = sum(outcome.verdict == "equal" for outcome in outcomes)
+    assert len(outcomes) >= SAMPLE_MIN_QUESTIONS, len(outcomes)
+    assert equal >= 0.6 * len(outcomes), f"only {equal} of {len(outcomes)} answers compared equal"
+    assert not silent, f"{len(silent)} silent difference(s):\n" + "\n".join(silent[:20])
