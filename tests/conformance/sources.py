@@ -65,10 +65,15 @@ def _conformance(name: str, start: Callable[[Path], apps.App], missing: Callable
             for trajectory, played in task["trajectories"].items()
         ]
 
-    def act(page: Any, app: apps.App, action: Any) -> None:
-        from tests.conformance.test_conformance import _act
+    agents: dict[int, Any] = {}  # the scripted agent of each episode's first page (it may open tabs)
 
-        _act(page, app, list(action))
+    def act(page: Any, app: apps.App, action: Any) -> None:
+        from tests.conformance.test_conformance import _Agent
+
+        agent = agents.get(id(page))
+        if agent is None or agent.first is not page:
+            agent = agents[id(page)] = _Agent(page.context, app, page)
+        agent.act(list(action))
 
     return Source(
         name=name,
@@ -76,7 +81,7 @@ def _conformance(name: str, start: Callable[[Path], apps.App], missing: Callable
         running=lambda workdir: apps.running(start, workdir),
         episodes=episodes,
         act=act,
-        context_options=lambda app: {"http_credentials": {"username": apps.USER, "password": apps.PASSWORD}},
+        context_options=apps.context_options,
         site_urls=lambda app: {_placeholders()[name][1]: app.url},
     )
 
@@ -92,6 +97,8 @@ def conformance_sources() -> list[Source]:
     return [
         _conformance("dokuwiki", apps.start_dokuwiki, apps.dokuwiki_missing),
         _conformance("trac", apps.start_trac, apps.trac_missing),
+        _conformance("tiddlywiki", apps.start_tiddlywiki, apps.tiddlywiki_missing),
+        _conformance("django", apps.start_django, apps.django_missing),
     ]
 
 

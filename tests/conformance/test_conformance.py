@@ -89,10 +89,10 @@ def _resolve(config: dict[str, Any], urls: dict[str, str]) -> dict[str, Any]:
 class _Agent:
     """A scripted agent's actions on the live application; ``page`` is the tab it acts in."""
 
-    def __init__(self, context: Any, app: apps.App) -> None:
+    def __init__(self, context: Any, app: apps.App, page: Any = None) -> None:
         self.context = context
         self.app = app
-        self.first = context.new_page()
+        self.first = page if page is not None else context.new_page()
         self.page = self.first
 
     def act(self, action: list[str]) -> None:
