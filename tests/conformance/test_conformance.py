@@ -162,7 +162,7 @@ def _live_score(page: Any, config: dict[str, Any], answer: str | None) -> float:
         return float(evaluator(trajectory=trajectory, config_file=config_file, page=page, client=None))
 
 
-SAMPLE_QUESTIONS_PER_STEP = int(os.environ.get("CDP_TEST_DIFFERENTIAL_QUESTIONS", "8"))
+SAMPLE_QUESTIONS_PER_STEP = int(os.environ.get("CDP_TEST_DIFFERENTIAL_QUESTIONS", "5"))
 SAMPLE_SEED = int(os.environ.get("CDP_TEST_DIFFERENTIAL_SEED", "0"))
 SAMPLE_MIN_QUESTIONS = 500
 
@@ -209,16 +209,18 @@ def _play(
     sessions = {}
     try:
         actions = trajectory["actions"]
+        captured = 0
         for index, action in enumerate(actions):
             agent.act(action)
             if index + 1 < len(actions) and actions[index + 1][0] == "wait":
                 continue  # the wait's capture is this action's settled state (a TiddlyWiki step: ~2.6 MB)
             for logger in loggers.values():
                 logger.capture_state_snapshot(" ".join(action[:2]))
+            captured += 1
             if probe is not None:  # the sample's fresh loads: at the last step, where evaluators ask
                 probe.ask_live(
                     agent.page,
-                    index,
+                    captured - 1,
                     captured=loggers["reconstructed"].last_step,
                     phases=[logger.evaluation_phase for logger in loggers.values()],
                     fresh=index == len(actions) - 1,
