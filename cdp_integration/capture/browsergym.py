@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from cdp_integration.capture import state
+from cdp_integration.capture.faults import as_fault
+
 if TYPE_CHECKING:
     from cdp_integration.capture.logger import CDPSessionLogger
 
@@ -33,6 +36,7 @@ def attach_to_env(logger: CDPSessionLogger, env: Any, *, auto_capture: bool) -> 
                 return original_validate()
 
     core._task_validate = validate_as_evaluator
+    keep_page_attributes(logger, core)
     if getattr(core, "page", None) is not None:
         logger.attach_to_page(core.page)
     if not auto_capture:
@@ -62,6 +66,42 @@ def attach_to_env(logger: CDPSessionLogger, env: Any, *, auto_capture: bool) -> 
         return result
 
     core.reset, core.step = reset, step
+
+
+def keep_page_attributes(logger: CDPSessionLogger, core: Any) -> None:
+    """Wrap the env's observation (on this instance) so the page's own ``value``/``checked``
+    attributes are remembered before BrowserGym's marking overwrites them with the live values.
+
+    Each capture then stores the HTML with the page's attributes (a fresh load offline gets what a
+    fresh live load gets) and what the agent typed as form state (``state.remember_marked_attributes``).
+    A failure is a fault of the next step, never an error in BrowserGym's step.
+    """
+    if not logger.options.form_state or not callable(getattr(core, "_get_obs", None)):
+        return
+    original_get_obs = core._get_obs
+
+    def remember(phase: str) -> None:
+        tracker = logger._tracker
+        with as_fault(tracker.faults, "form_state"):
+            page = getattr(core, "page", None)
+            if page is None or page.is_closed():
+                return
+            if page not in tracker.tabs:
+                if tracker.primary_page is not None and not tracker.contexts:
+                    return  # the logger was detached: follow nothing again
+                logger.attach_to_page(page)  # a reset's first observation comes before its capture
+            tab = tracker.tabs.get(page)
+            if tab is not None:
+                state.remember_marked_attributes(tab.cdp, tab.worlds, phase=phase)
+
+    def get_obs(*args: Any, **kwargs: Any) -> Any:
+        remember("before")
+        try:
+            return original_get_obs(*args, **kwargs)
+        finally:
+            remember("after")
+
+    core._get_obs = get_obs
 
 
 def observed_dom(result: Any) -> dict[str, Any] | None:

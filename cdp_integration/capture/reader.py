@@ -12,8 +12,10 @@ from typing import Any
 
 from cdp_integration.capture import state
 from cdp_integration.capture.faults import as_fault, fault
+from cdp_integration.capture.marking import restore_attributes
 from cdp_integration.capture.options import CaptureOptions
 from cdp_integration.capture.tabs import Tab, TabTracker
+from cdp_integration.errors import CaptureError
 from cdp_integration.session.models import CaptureFault, Cookie, PageResource, TabState
 
 __all__ = ["StateReader"]
@@ -92,9 +94,7 @@ class StateReader:
                     ("cssom_styles", lambda: state.read_cssom_styles(tab.cdp, tab.frame_tree, tab.worlds))
                 )
             if options.form_state:
-                reads.append(
-                    ("form_state", lambda: state.read_form_state(tab.cdp, tab.frame_tree, tab.worlds))
-                )
+                reads.append(("form_state", lambda: state.read_form(tab.cdp, tab.frame_tree, tab.worlds)))
         if active and options.screenshot:
             reads.append(("screenshot_png", lambda: state.read_screenshot(tab.cdp)))
         if active and options.accessibility_tree:
@@ -102,6 +102,11 @@ class StateReader:
         for name, read in reads:
             with as_fault(faults, _STAGES.get(name, name), tab.tab_id):
                 fields[name] = read()
+        if "form_state" in fields:
+            fields["form_state"], restored = fields["form_state"]
+            if restored:
+                with as_fault(faults, "form_state", tab.tab_id):
+                    _unmark(fields, restored)
         session_storage: dict[str, dict[str, str]] = {}
         with as_fault(faults, "session_storage", tab.tab_id):
             for origin in origins:
@@ -154,6 +159,33 @@ class StateReader:
                         )
                     )
         return found
+
+
+def _unmark(fields: dict[str, Any], restored: list[dict[str, Any]]) -> None:
+    """The page's own ``value``/``checked`` attributes back in the tab's HTML and frames' HTML where
+    BrowserGym's marking overwrote them (what was typed is in the form state read with them)."""
+    done: set[str] = set()
+    if fields.get("html") is not None:
+        fields["html"], done = restore_attributes(fields["html"], restored)
+    frames = []
+    for frame in fields.get("frames") or []:
+        html, in_frame = restore_attributes(frame.html, restored)
+        frames.append(frame.model_copy(update={"html": html}) if in_frame else frame)
+        done |= in_frame
+    if "frames" in fields:
+        fields["frames"] = frames
+    framed = "frames" in fields
+    missing = [
+        str(item.get("bid"))
+        for item in restored
+        if str(item.get("bid")) not in done and (framed or not item.get("frame"))
+    ]
+    if missing:
+        raise CaptureError(
+            f"{len(missing)} element(s) BrowserGym marked (bid {', '.join(missing[:5])}) are not on one "
+            "start tag of the captured HTML: their value/checked attributes stay as marked there, so a "
+            "fresh load of this URL offline shows them as the agent left them"
+        )
 
 
 _STAGES = {"screenshot_png": "screenshot", "ax_tree": "accessibility_tree"}

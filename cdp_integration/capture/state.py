@@ -5,6 +5,7 @@ Every reader raises on failure; the logger decides what becomes a recorded fault
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
 from typing import Any
 from urllib.parse import urlsplit
@@ -17,6 +18,7 @@ __all__ = [
     "read_cookies",
     "read_cssom_styles",
     "read_dom_snapshot",
+    "read_form",
     "read_form_state",
     "read_frames",
     "read_html",
@@ -26,6 +28,7 @@ __all__ = [
     "read_screenshot",
     "read_storage",
     "read_target_info",
+    "remember_marked_attributes",
 ]
 
 
@@ -218,15 +221,82 @@ def read_cssom_styles(
     return [CSSOMStyle.model_validate(item) for item in found or []]
 
 
-_FORM_STATE = """(() => {
+_ATTRIBUTES = """
+  const attributes = (el) => ({value: el.getAttribute("value"), checked: el.hasAttribute("checked")});
+  const marks = (el) => "value" in el || "checked" in el || el.localName.includes("-");
+  const each = (root, visit, path = [], frame = "") => {
+    const all = root.querySelectorAll("*");
+    for (let i = 0; i < all.length; i++) {
+      const el = all[i];
+      visit(el, path.concat(i), frame);
+      if (el.localName === "iframe" || el.localName === "frame") {
+        let inner = null;
+        try { inner = el.contentDocument; } catch (e) { inner = null; }
+        if (inner && inner.documentElement) each(inner, visit, path.concat(i), inner.URL);
+      } else if (el.shadowRoot) each(el.shadowRoot, visit, path.concat(i), frame);
+    }
+  };
+"""
+"""Shared by the scripts below: an element's ``value``/``checked`` attributes, whether BrowserGym's
+marking may overwrite them (it writes ``.value`` and ``.checked`` of every element that has them;
+custom elements' own properties are invisible in the isolated world, so they count too), and the walk
+over the document, open shadow roots and same-origin frames in ``querySelectorAll("*")`` order."""
+
+_MARKING_STORE = "globalThis.__cdpMarkedAttributes"
+"""Per element of the document (a ``WeakMap`` in the isolated world, which page scripts and BrowserGym
+cannot see): ``{original, marked}``, the attributes as the page had them and as BrowserGym's last
+marking left them."""
+
+_REMEMBER_ATTRIBUTES = (
+    """((phase) => {"""
+    + _ATTRIBUTES
+    + f"""
+  const store = {_MARKING_STORE} || ({_MARKING_STORE} = new WeakMap());"""
+    + """
+  each(document, (el) => {
+    if (!marks(el)) return;
+    const now = attributes(el), known = store.get(el);
+    if (phase === "after") { if (known) known.marked = now; return; }
+    if (!known) { store.set(el, {original: now, marked: null}); return; }
+    if (known.marked === null) return;
+    // Changed since BrowserGym's last marking: the page itself wrote it, so it is the page's own.
+    if (now.value !== known.marked.value) known.original.value = now.value;
+    if (now.checked !== known.marked.checked) known.original.checked = now.checked;
+  });
+  return true;
+})"""
+)
+"""Before BrowserGym marks the page (``phase`` "before"): remember each element's attributes the first
+time it is seen, and again where the page changed them since the last marking; after it (``"after"``):
+remember what the marking wrote."""
+
+_FORM_STATE = (
+    """(() => {
   const out = [];
+"""
+    + _ATTRIBUTES
+    + f"""
+  const store = {_MARKING_STORE} || null;"""
+    + """
+  const restored = [];
+  const original = (el) => {
+    const known = store && store.get(el);
+    if (!known || known.marked === null) return null;
+    const now = attributes(el), put = {};
+    if (now.value === known.marked.value && now.value !== known.original.value) put.value = known.original.value;
+    if (now.checked === known.marked.checked && now.checked !== known.original.checked) put.checked = known.original.checked;
+    return Object.keys(put).length ? put : null;
+  };
   const noValue = new Set(["checkbox", "radio", "file", "hidden", "button", "submit", "reset", "image"]);
   const sanitizing = ["type", "value", "min", "max", "step", "multiple"];
-  const freshValue = (el) => {
+  const freshValue = (el, put) => {
     const tag = el.localName;
     const fresh = el.ownerDocument.createElement(tag);
     if (tag === "textarea") fresh.textContent = el.defaultValue;
-    else for (const name of sanitizing) { const v = el.getAttribute(name); if (v !== null) fresh.setAttribute(name, v); }
+    else for (const name of sanitizing) {
+      const v = name === "value" && put && "value" in put ? put.value : el.getAttribute(name);
+      if (v !== null) fresh.setAttribute(name, v);
+    }
     return fresh.value;
   };
   const defaultSelection = (select, options) => {
@@ -236,7 +306,7 @@ _FORM_STATE = """(() => {
     if (chosen < 0 && select.size <= 1) chosen = options.findIndex((o) => !o.matches(":disabled"));
     return options.map((_, i) => i === chosen);
   };
-  const record = (el, tag, path, frame) => {
+  const record = (el, tag, path, frame, put) => {
     let state = null;
     if (tag === "select") {
       const options = Array.from(el.options);
@@ -246,9 +316,11 @@ _FORM_STATE = """(() => {
         state = {selected: options.flatMap((o, i) => (o.selected ? [i] : [])), selected_text: chosen.map((o) => o.label)};
       }
     } else if (tag === "textarea" || !noValue.has(el.type)) {
-      if (el.value !== el.defaultValue && el.value !== freshValue(el)) state = {value: el.value};
+      const byDefault = tag === "input" && put && "value" in put ? put.value || "" : el.defaultValue;
+      if (el.value !== byDefault && el.value !== freshValue(el, put)) state = {value: el.value};
     } else if (el.type === "checkbox" || el.type === "radio") {
-      if (el.checked !== el.defaultChecked) state = {checked: el.checked};
+      const byDefault = put && "checked" in put ? put.checked : el.defaultChecked;
+      if (el.checked !== byDefault) state = {checked: el.checked};
     }
     if (state) {
       out.push(Object.assign({
@@ -257,22 +329,18 @@ _FORM_STATE = """(() => {
       }, state));
     }
   };
-  const visit = (root, path, frame) => {
-    const all = root.querySelectorAll("*");
-    for (let i = 0; i < all.length; i++) {
-      const el = all[i];
-      const tag = el.localName;
-      if (tag === "input" || tag === "textarea" || tag === "select") record(el, tag, path.concat(i), frame);
-      else if (tag === "iframe" || tag === "frame") {
-        let inner = null;
-        try { inner = el.contentDocument; } catch (e) { inner = null; }
-        if (inner && inner.documentElement) visit(inner, path.concat(i), inner.URL);
-      } else if (el.shadowRoot) visit(el.shadowRoot, path.concat(i), frame);
-    }
-  };
-  visit(document, [], "");
-  return out;
+  each(document, (el, path, frame) => {
+    const tag = el.localName;
+    const put = original(el);
+    if (put) restored.push(Object.assign({bid: el.getAttribute("bid"), frame}, put));
+    if (tag === "input" || tag === "textarea" || tag === "select") record(el, tag, path, frame, put);
+  });
+  return {controls: out, restored};
 })()"""
+)
+"""Controls whose state differs from the page's own default, and (on a page BrowserGym marked, see
+``remember_marked_attributes``) the attributes to put back where its marking overwrote the page's:
+``{bid, value?, checked?}``. A control's default is then reckoned from the page's attribute."""
 
 
 def read_form_state(
@@ -286,5 +354,30 @@ def read_form_state(
     from ``defaultValue`` and from what a fresh control with the same attributes would hold (a range
     input's midpoint, a colour input's black), so only state a fresh load would not give is stored.
     """
-    found = _evaluate_isolated(cdp, _FORM_STATE, "form state", tree, worlds)
-    return [FormControlState.model_validate(item) for item in found or []]
+    return read_form(cdp, tree, worlds)[0]
+
+
+def read_form(
+    cdp: Any, tree: dict[str, Any] | None = None, worlds: dict[str, int] | None = None
+) -> tuple[list[FormControlState], list[dict[str, Any]]]:
+    """``read_form_state``, and the attributes BrowserGym's marking overwrote that the HTML must get
+    back (``{"bid", "value"?, "checked"?}``; see ``remember_marked_attributes``).
+
+    On a marked page a control's default is its attribute as the page had it, so what the agent typed
+    is form state even though BrowserGym copied it into the ``value`` attribute.
+    """
+    found = _evaluate_isolated(cdp, _FORM_STATE, "form state", tree, worlds) or {}
+    controls = [FormControlState.model_validate(item) for item in found.get("controls") or []]
+    return controls, list(found.get("restored") or [])
+
+
+def remember_marked_attributes(cdp: Any, worlds: dict[str, int], *, phase: str) -> None:
+    """Keep, in the isolated world, each element's ``value``/``checked`` attributes as the page had
+    them, around BrowserGym's marking (``phase`` "before" / "after" it).
+
+    BrowserGym writes every element's live ``.value`` into its ``value`` attribute and ``.checked``
+    into ``checked`` at each observation. Served as captured, that HTML would give a fresh load the
+    agent's typed text where a live fresh load has the page's own; the capture puts the page's
+    attributes back (``restore_attributes``) and stores what was typed as form state.
+    """
+    _evaluate_isolated(cdp, f"{_REMEMBER_ATTRIBUTES}({json.dumps(phase)})", "marked attributes", None, worlds)
