@@ -13,8 +13,7 @@ Checked per task and trajectory: the live score is the scripted one (success 1, 
 WebArena-Verified's own CLI (``webarena-verified eval-tasks``) gives on our export of the session.
 
 ``make test`` runs a covering subset (failure only for 680): 791 (sign-in on gitlab and reddit, string_match), 680
-(shopping_admin: url_match + program_html, ``select`` steps), 377 (map: url_match; WebArena-Verified
-scores its success 1, so the CLI comparison sees both outcomes). ``CDP_TEST_WEBARENA_V1=all`` (``make test-webarena``) runs all 41 curated ids.
+(shopping_admin: url_match + program_html, ``select`` steps). ``CDP_TEST_WEBARENA_V1=all`` (``make test-webarena``) runs all 41 curated ids.
 """
 
 from __future__ import annotations
