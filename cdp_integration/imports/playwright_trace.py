@@ -11,7 +11,10 @@ reference ``[[snapshotsAgo, nodeIndex]]`` to a node of an earlier snapshot of th
 that points at its own snapshot (it could loop) or forward, or at no node, is refused, and the
 expansion of one snapshot is bounded (``MAX_RENDERED_NODES``), since shared subtrees can expand
 exponentially. Typed form values (``__playwright_value_``, ``__playwright_checked_``,
-``__playwright_selected_``) are written into the rebuilt HTML as the live page had them.
+``__playwright_selected_``) become the tab's form state, and the rebuilt HTML keeps the markup's own
+attributes: the page as the agent left it answers with what was typed, a fresh load of its URL with
+the defaults, as live (inside ``<template>``s, where form state cannot address a control, they are
+written into the markup).
 Playwright drops ``<script>`` elements, so whether a page had scripts is unknown: the rebuilt page
 carries an inert empty ``<script type="application/x-playwright-dropped-scripts">`` so the replay
 guard treats it as scripted (refusing, rather than guessing, what listeners would have done).
@@ -42,6 +45,7 @@ from cdp_integration.imports._zip import ZipLimits, ZipReader
 from cdp_integration.imports.common import CookieJar, ImportedEpisode
 from cdp_integration.session.limits import SessionLimits, check_depth
 from cdp_integration.session.models import (
+    FormControlState,
     NetworkExchange,
     PageResource,
     RequestInfo,
@@ -205,10 +209,16 @@ class _Rendered:
     title: str
     typed_values: int
     """Form controls whose live value (typed, checked, selected) differs from the markup's default."""
+    form_state: list[FormControlState] = field(default_factory=list)
+    """What was typed, checked and selected in the document (not in the markup: a fresh load of the
+    page shows the markup's defaults, as live)."""
 
 
-def _attributes(name: str, attrs: dict[str, Any], typed: list[int]) -> list[tuple[str, str | None]]:
-    """The attributes to write: Playwright's own removed, live form state written as markup."""
+def _attributes(
+    name: str, attrs: dict[str, Any], typed: list[int], *, bake: bool = True
+) -> list[tuple[str, str | None]]:
+    """The attributes to write: Playwright's own removed; live form state written as markup when
+    ``bake`` (inside templates, where form state cannot address a control), else left to form state."""
     out: dict[str, str | None] = {}
     special: dict[str, str] = {}
     for key, value in attrs.items():
@@ -221,21 +231,24 @@ def _attributes(name: str, attrs: dict[str, Any], typed: list[int]) -> list[tupl
     if name == "INPUT" and "__playwright_value_" in special and (out.get("type") or "").lower() != "file":
         if out.get("value") != special["__playwright_value_"]:
             typed.append(1)
-        out["value"] = special["__playwright_value_"]
+        if bake:
+            out["value"] = special["__playwright_value_"]
     if "__playwright_checked_" in special:
         checked = special["__playwright_checked_"] == "true"
         if checked != ("checked" in out):
             typed.append(1)
-        out.pop("checked", None)
-        if checked:
-            out["checked"] = ""
+        if bake:
+            out.pop("checked", None)
+            if checked:
+                out["checked"] = ""
     if name == "OPTION" and "__playwright_selected_" in special:
         selected = special["__playwright_selected_"] == "true"
         if selected != ("selected" in out):
             typed.append(1)
-        out.pop("selected", None)
-        if selected:
-            out["selected"] = ""
+        if bake:
+            out.pop("selected", None)
+            if selected:
+                out["selected"] = ""
     if name == "IMG" and "__playwright_current_src__" in special and "src" not in out:
         out["src"] = special["__playwright_current_src__"]
     if name == "TEMPLATE" and "__playwright_shadow_root_" in special:
@@ -261,14 +274,31 @@ def render_snapshot_html(
     title: list[str] = []
     in_title = 0
     emitted = 0
+    elements = 0  # elements of the document so far, in the order of querySelectorAll("*")
+    in_template = 0
+    controls: list[FormControlState] = []
+    selects: list[tuple[dict[str, Any], list[tuple[bool, bool, str]]]] = []
+    """Open ``<select>``s: the control's fields, and per option (live selected, markup selected, label)."""
     # stack items: ("node", node, snapshot index, parent name) | ("close", name)
     stack: list[tuple[Any, ...]] = [("node", snapshot.get("html"), index, "")]
     while stack:
         item = stack.pop()
         if item[0] == "close":
             parts.append(f"</{item[1]}>")
-            if item[1] == "TITLE":
+            closed = item[1].upper()
+            if closed == "TITLE":
                 in_title -= 1
+            elif closed == "TEMPLATE":
+                in_template -= 1
+            elif closed == "SELECT" and not in_template and selects:
+                fields, options = selects.pop()
+                if any(live != markup for live, markup, _ in options):
+                    chosen = [i for i, (live, _, _) in enumerate(options) if live]
+                    controls.append(
+                        FormControlState(
+                            **fields, selected=chosen, selected_text=[options[i][2] for i in chosen]
+                        )
+                    )
             continue
         _, node, at, parent = item
         emitted += 1
@@ -300,16 +330,51 @@ def render_snapshot_html(
         if name == "TEMPLATE" and "__playwright_style_sheet_" in attrs:
             continue  # an adopted stylesheet Playwright serialized; not carried (see the fidelity notes)
         children = node[2:]
+        bake = in_template > 0
+        path = [elements]
+        if not bake:
+            elements += 1
+        plain = {k.lower(): v for k, v in attrs.items() if type(k) is str and type(v) is str}
+        identity: dict[str, Any] = {
+            "path": path,
+            "name": plain.get("name", ""),
+            "id": plain.get("id", ""),
+            "autocomplete": plain.get("autocomplete", ""),
+        }
         if name == "TEXTAREA" and type(attrs.get("__playwright_value_")) is str:
             value = attrs["__playwright_value_"]
+            default = "".join(c for c in children if type(c) is str)
             if not (len(children) == 1 and children[0] == value) and (children or value):
                 typed.append(1)
-            children = [value]
+            if bake:
+                children = [value]
+            elif value != default:
+                controls.append(FormControlState(tag="textarea", value=value, **identity))
+        if not bake and name == "INPUT":
+            kind = plain.get("type", "").lower()
+            live_value = plain.get("__playwright_value_")
+            live_checked = plain.get("__playwright_checked_")
+            if kind in ("checkbox", "radio") and live_checked is not None:
+                if (live_checked == "true") != ("checked" in plain):
+                    controls.append(
+                        FormControlState(tag="input", type=kind, checked=live_checked == "true", **identity)
+                    )
+            elif kind != "file" and live_value is not None and live_value != plain.get("value", ""):
+                controls.append(FormControlState(tag="input", type=kind, value=live_value, **identity))
+        if not bake and name == "SELECT":
+            selects.append(({"tag": "select", **identity}, []))
+        if not bake and name == "OPTION" and selects:
+            label = " ".join("".join(c for c in children if type(c) is str).split())
+            live = plain.get("__playwright_selected_")
+            markup = "selected" in plain
+            selects[-1][1].append((markup if live is None else live == "true", markup, label))
+        if name == "TEMPLATE":
+            in_template += 1
         written = [
             f" {key}"
             if value == "" and key in ("checked", "selected")
             else f' {key}="{html_lib.escape(value or "")}"'
-            for key, value in _attributes(name, attrs, typed)
+            for key, value in _attributes(name, attrs, typed, bake=bake)
         ]
         parts.append(f"<{node[0]}{''.join(written)}>")
         if name in _VOID:
@@ -319,7 +384,7 @@ def render_snapshot_html(
         stack.append(("close", node[0]))
         stack.extend(("node", child, at, name) for child in reversed(children))
     parts.append(DROPPED_SCRIPTS_MARKER)
-    return _Rendered("".join(parts), " ".join("".join(title).split()), len(typed))
+    return _Rendered("".join(parts), " ".join("".join(title).split()), len(typed), controls)
 
 
 # -- the trace's events -------------------------------------------------------------------------
@@ -653,7 +718,12 @@ class _Builder:
             return TabState(tab_id=page_id, url=url, title="", active=active, html=None)
         rendered = self._render(snapshot)
         return TabState(
-            tab_id=page_id, url=snapshot.url, title=rendered.title, active=active, html=rendered.html
+            tab_id=page_id,
+            url=snapshot.url,
+            title=rendered.title,
+            active=active,
+            html=rendered.html,
+            form_state=rendered.form_state,
         )
 
     def _traffic(self, until: float) -> tuple[list[NetworkExchange], list[PageResource]]:

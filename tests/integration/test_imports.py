@@ -292,3 +292,50 @@ def test_eval_scores_a_directory_of_traces_directly(demo_corpus: list[DemoEpisod
         if line["test_result"]["score"] is not None
     }
     assert scores == {str(e.task_id): e.live for e in in_directory}
+
+
+TYPED = "() => [document.querySelector('#username').value, document.querySelector('#username').defaultValue]"
+
+
+def test_typed_values_answer_on_the_agents_page_and_not_on_a_fresh_load(
+    demo_site: Any, tmp_path: Path
+) -> None:
+    """A trace of a form filled and not submitted: the page as the agent left it answers with what was
+    typed, a fresh load of its URL (the evaluator's own ``goto``) with the page's defaults, as live."""
+    from playwright.sync_api import sync_playwright
+
+    from cdp_integration.environment import CHROMIUM_ARGS, chromium_executable
+    from cdp_integration.replay import replay_step
+
+    url = demo_site.base_url + "/login?next=/account"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium_executable(), args=list(CHROMIUM_ARGS))
+        try:
+            context = browser.new_context()
+            context.tracing.start(snapshots=True, screenshots=False)
+            page = context.new_page()
+            page.goto(url)
+            page.fill("#username", "typed, not submitted")
+            page.title()  # an action after the fill: its snapshot holds the typed value
+            as_left = page.evaluate(TYPED)
+            fresh_page = context.new_page()
+            fresh_page.goto(url)
+            fresh = fresh_page.evaluate(TYPED)
+            fresh_page.close()
+            context.tracing.stop(path=str(tmp_path / "traces" / "8.zip"))
+        finally:
+            browser.close()
+    assert as_left == ["typed, not submitted", ""] and fresh == ["", ""]
+    result = CliRunner().invoke(
+        cli, ["import", "playwright-trace", str(tmp_path / "traces"), "-o", str(tmp_path / "out")]
+    )
+    assert result.exit_code == 0, result.output
+    session = load_session(result.stdout.strip())
+    tab = session.final_step.active_tab
+    assert tab is not None and tab.html is not None and "typed, not submitted" not in tab.html
+    assert [c.value for c in tab.form_state] == ["typed, not submitted"]
+    replayed = replay_step(session, -1)
+    assert replayed.evaluate(TYPED) == as_left
+    offline_fresh = replayed.context.new_page()
+    offline_fresh.goto(url)
+    assert offline_fresh.evaluate(TYPED) == fresh

@@ -43,7 +43,7 @@ def test_references_resolve_in_post_order_against_earlier_snapshots() -> None:
     assert render_snapshot_html(frame, 2).html.startswith("<!DOCTYPE html><HTML><BODY><P>b</P>newa</BODY>")
 
 
-def test_typed_values_checked_and_selected_become_markup() -> None:
+def test_typed_values_checked_and_selected_become_form_state() -> None:
     html = [
         "HTML", {}, ["BODY", {},
             ["INPUT", {"value": "", "__playwright_value_": "Keeps ice"}],
@@ -57,10 +57,17 @@ def test_typed_values_checked_and_selected_become_markup() -> None:
         ],
     ]  # fmt: skip
     rendered = render_snapshot_html(_frame(html), 0)
-    assert '<INPUT value="Keeps ice">' in rendered.html
-    assert "<TEXTAREA>typed &lt;text&gt;</TEXTAREA>" in rendered.html
-    assert '<INPUT type="checkbox">' in rendered.html
-    assert "<OPTION>1</OPTION><OPTION selected>2</OPTION>" in rendered.html
+    # the markup keeps the page's defaults (what a fresh load shows) ...
+    assert '<INPUT value="">' in rendered.html
+    assert "<TEXTAREA>default</TEXTAREA>" in rendered.html
+    assert '<INPUT type="checkbox" checked>' in rendered.html
+    assert "<OPTION selected>1</OPTION><OPTION>2</OPTION>" in rendered.html
+    # ... and what the agent typed, checked and selected is form state, addressed like the capture's
+    state = {tuple(c.path): c for c in rendered.form_state}
+    assert state[(2,)].tag == "input" and state[(2,)].value == "Keeps ice"
+    assert state[(3,)].tag == "textarea" and state[(3,)].value == "typed <text>"
+    assert state[(4,)].type == "checkbox" and state[(4,)].checked is False
+    assert state[(5,)].selected == [1] and state[(5,)].selected_text == ["2"]
     assert "alert(1)" not in rendered.html and "__playwright" not in rendered.html
     assert "p { color: red } <\\/style><b>" in rendered.html
     assert '<IMG src="/logo.png">' in rendered.html
