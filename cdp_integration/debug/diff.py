@@ -273,8 +273,10 @@ def _attribute_changes(before: Step, after: Step, known: set[str]) -> list[FormC
 
 
 def text_lines(step: Step) -> list[str]:
-    """The active tab's visible text, line by line (what ``show --text`` prints)."""
-    return visible_text(step.html).splitlines()
+    """The active tab's visible text, line by line (what ``show --text`` prints), with what was typed,
+    checked and selected in its forms."""
+    tab = step.active_tab
+    return visible_text(step.html, tab.form_state if tab else ()).splitlines()
 
 
 TEXT_DIFF_LINES = 2000

@@ -10,8 +10,10 @@ display: a filled text field as ``[value]``, a password as ``[••••]``, a
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
+from typing import Any
 
 __all__ = ["Element", "find_element", "visible_text"]
 
@@ -80,13 +82,60 @@ def _replaced_text(tag: str, attrs: dict[str, str]) -> str:
     return ""
 
 
+_UNCOUNTED = word_set("noscript noembed noframes xmp iframe")
+"""Elements whose content a live DOM (scripting on) holds as text: tags inside are not elements."""
+
+
 class _TextParser(HTMLParser):
-    def __init__(self) -> None:
+    def __init__(self, form_state: Sequence[Any] = ()) -> None:
         super().__init__(convert_charrefs=True)
         self.lines: list[str] = []
         self._line: list[str] = []
         self._stack: list[_Open] = []
         self._pre = 0
+        self._controls = {c.path[0]: c for c in form_state if len(c.path) == 1 and not c.frame}
+        """What was typed, checked and selected in the document (``FormControlState``), by element
+        index in the order of ``querySelectorAll("*")``."""
+        self._elements = 0
+        self._uncounted: list[str] = []
+        self._options: tuple[list[int], list[int]] | None = None
+
+    def _with_state(self, tag: str, attrs: dict[str, str]) -> dict[str, str]:
+        """``attrs`` as the control's captured state shows it (the live value, checkedness, choice)."""
+        if self._uncounted:
+            if tag in ("template", *_UNCOUNTED):
+                self._uncounted.append(tag)
+            return attrs
+        if tag == "template":
+            self._uncounted.append(tag)
+            if attrs.get("shadowrootmode"):
+                return attrs  # a declarative shadow root is no element of the document
+        elif tag in _UNCOUNTED:
+            self._uncounted.append(tag)
+        index = self._elements
+        self._elements += 1
+        if tag == "option" and self._options is not None:
+            selected, counter = self._options
+            counter[0] += 1
+            kept = {k: v for k, v in attrs.items() if k != "selected"}
+            return {**kept, "selected": ""} if counter[0] - 1 in selected else kept
+        control = self._controls.get(index)
+        if control is None or (tag, attrs.get("id", ""), attrs.get("name", "")) != (
+            control.tag,
+            control.id,
+            control.name,
+        ):
+            return attrs
+        changed = dict(attrs)
+        if control.value is not None:
+            changed["value"] = control.value
+        if control.checked is not None:
+            changed.pop("checked", None)
+            if control.checked:
+                changed["checked"] = ""
+        if control.selected is not None:
+            self._options = (list(control.selected), [0])
+        return changed
 
     def _silent(self) -> bool:
         return bool(self._stack) and self._stack[-1].silent
@@ -101,6 +150,8 @@ class _TextParser(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs_list: list[tuple[str, str | None]]) -> None:
         attrs = _attrs(attrs_list)
+        if self._controls:
+            attrs = self._with_state(tag, attrs)
         parent = self._stack[-1] if self._stack else None
         if parent is not None and parent.tag == "select":
             chosen = tag == "option" and ("selected" in attrs or not parent.collected)
@@ -129,6 +180,10 @@ class _TextParser(HTMLParser):
             self.handle_endtag(tag)
 
     def handle_endtag(self, tag: str) -> None:
+        if self._uncounted and self._uncounted[-1] == tag:
+            self._uncounted.pop()
+        if tag == "select":
+            self._options = None
         if all(entry.tag != tag for entry in self._stack):
             return  # a stray end tag
         while self._stack:
@@ -175,11 +230,12 @@ class _TextParser(HTMLParser):
         self._break()
 
 
-def visible_text(html: str | None) -> str:
-    """The text a reader sees on the page ``html`` renders, one block per line."""
+def visible_text(html: str | None, form_state: Sequence[Any] = ()) -> str:
+    """The text a reader sees on the page ``html`` renders, one block per line; ``form_state``
+    (``FormControlState`` records): what was typed, checked and selected, shown in place."""
     if not html:
         return ""
-    parser = _TextParser()
+    parser = _TextParser(form_state)
     parser.feed(html)
     parser.close()
     return "\n".join(parser.lines)

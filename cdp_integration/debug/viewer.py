@@ -509,7 +509,7 @@ def episode_data(session: Session, *, limits: SessionLimits | None = None) -> di
     pages: dict[str, int] = {}
     page_list: list[str] = []
     inert: dict[tuple[str, str, tuple[str, ...], tuple[str, ...]], tuple[int, int]] = {}
-    texts: dict[str, str] = {}
+    texts: dict[tuple[str, tuple[str, ...]], str] = {}
     summaries = step_summaries(session)
     steps = []
     for i, (step, summary) in enumerate(zip(session.steps, summaries, strict=True)):
@@ -537,9 +537,10 @@ def episode_data(session: Session, *, limits: SessionLimits | None = None) -> di
                     page_list.append(made.html)
                 inert[key] = (pages[made.html], made.missing_stylesheets)
             page = inert[key]
-        if step.html is not None and step.html not in texts:
-            texts[step.html] = visible_text(step.html)
-            budget.count(len(texts[step.html]))
+        text_key = (step.html or "", tuple(c.model_dump_json() for c in tab.form_state) if tab else ())
+        if step.html is not None and text_key not in texts:
+            texts[text_key] = visible_text(step.html, tab.form_state if tab else ())
+            budget.count(len(texts[text_key]))
         steps.append(
             {
                 "index": step.index,
@@ -560,7 +561,7 @@ def episode_data(session: Session, *, limits: SessionLimits | None = None) -> di
                 "viewport": _png_size(tab.screenshot_png) if tab and tab.screenshot_png else None,
                 "page": page[0] if page else None,
                 "missing_stylesheets": page[1] if page else 0,
-                "text": texts[step.html] if step.html is not None else "",
+                "text": texts[text_key] if step.html is not None else "",
                 "form": [
                     (f"tab {row.tab_id}: " if len(step.tabs) > 1 else "") + row.text
                     for row in form_rows(step)

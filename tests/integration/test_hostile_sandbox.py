@@ -287,23 +287,24 @@ def test_locators_reach_no_network_and_a_meta_refresh_does_not_empty_the_page(
 
 def test_the_udp_listener_does_see_webrtc_outside_the_sandbox(listeners: Listeners) -> None:
     """The control: the same STUN attempt from a Chromium without the sandbox's flags reaches it."""
-    from playwright.sync_api import sync_playwright
+    import browsergym.core
 
     from cdp_integration import environment
 
     environment.prepare()
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=environment.chromium_executable(), args=list(environment.CHROMIUM_ARGS)
-        )
-        try:
-            page = browser.new_page()
-            page.evaluate(network_attempts(listeners.tcp_port, listeners.udp_port)[-2])
-            deadline = time.monotonic() + 20
-            while listeners.packets == 0 and time.monotonic() < deadline:
-                page.wait_for_timeout(100)
-        finally:
-            browser.close()
+    # the process's one sync Playwright (BrowserGym's, which earlier tests of the run may have started)
+    playwright = browsergym.core._get_global_playwright()
+    browser = playwright.chromium.launch(
+        executable_path=environment.chromium_executable(), args=list(environment.CHROMIUM_ARGS)
+    )
+    try:
+        page = browser.new_page()
+        page.evaluate(network_attempts(listeners.tcp_port, listeners.udp_port)[-2])
+        deadline = time.monotonic() + 20
+        while listeners.packets == 0 and time.monotonic() < deadline:
+            page.wait_for_timeout(100)
+    finally:
+        browser.close()
     assert listeners.packets > 0
 
 

@@ -56,3 +56,22 @@ def test_find_element_by_browsergym_id() -> None:
     assert field is not None and (field.tag, field.attrs["name"], field.text) == ("input", "n", "")
     assert find_element(html, "bid", "99") is None
     assert find_element(None, "bid", "7") is None
+
+
+def test_visible_text_shows_what_was_typed_checked_and_selected() -> None:
+    from cdp_integration.session.models import FormControlState
+
+    page = (
+        '<html><head></head><body><form><label>Username <input id="username" name="username" value=""></label>'
+        '<textarea name="body">default</textarea><select id="size"><option>S</option><option>M</option></select>'
+        '<input type="checkbox" id="agree"><input id="other"></form></body></html>'
+    )
+    typed = [
+        FormControlState(path=[5], tag="input", id="username", name="username", value="emma"),
+        FormControlState(path=[6], tag="textarea", name="body", value="typed text"),
+        FormControlState(path=[7], tag="select", id="size", selected=[1]),
+        FormControlState(path=[10], tag="input", type="checkbox", id="agree", checked=True),
+        FormControlState(path=[11], tag="input", id="moved", value="not here: another element at 11"),
+    ]
+    assert visible_text(page) == "Username [default] [S] [ ]"
+    assert visible_text(page, typed) == "Username [emma] [typed text] [M] [x]"

@@ -327,9 +327,22 @@ _CHILD = textwrap.dedent(
 
 def run_limited(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, int]:
     """``cdp-session ARGS`` in a fresh process under RLIMIT_AS = 3 GB: (exit code, stderr, peak RSS bytes)."""
+    from tests.hostile import _LAUNCHER  # the peak RSS of the CLI alone, not of this process
+
     rss_file = tmp_path / "rss.txt"
     completed = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(rss_file), *args],
+        [
+            sys.executable,
+            "-c",
+            _LAUNCHER,
+            str(rss_file),
+            str(3 * 1024**3),
+            sys.executable,
+            "-c",
+            _CHILD,
+            str(tmp_path / "child-rss.txt"),
+            *args,
+        ],
         capture_output=True,
         text=True,
         timeout=120,

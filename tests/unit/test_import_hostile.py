@@ -13,7 +13,6 @@ import io
 import json
 import os
 import pickle
-import resource
 import subprocess
 import sys
 import time
@@ -37,29 +36,29 @@ finally:
 """
 
 
-def _limit() -> None:  # in the child, between fork and exec
-    resource.setrlimit(resource.RLIMIT_AS, (4 * GB, 4 * GB))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-
 def run_import(tmp_path: Path, *args: str) -> tuple[int, str, int, float]:
     """``cdp-session import ARGS -o OUT`` limited: (exit code, stderr, peak RSS bytes, seconds)."""
+    from tests.hostile import _LAUNCHER  # the peak RSS of the CLI alone, not of this process
+
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, "import", *args, "-o", str(tmp_path / "out")],
+        [
+            sys.executable, "-c", _LAUNCHER, str(tmp_path / "peak_rss_kb"), str(4 * GB),
+            sys.executable, "-c", _CHILD, "import", *args, "-o", str(tmp_path / "out"),
+        ],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        preexec_fn=_limit,
         env={**os.environ, "PYTHONPATH": str(REPO), "PEAK_RSS_FILE": str(tmp_path / "peak_rss")},
-    )
+    )  # fmt: skip
     try:
         _stdout, stderr = proc.communicate(timeout=4 * MAX_SECONDS)
     except subprocess.TimeoutExpired:  # the time assertion reports it
         proc.kill()
         _stdout, stderr = proc.communicate()
     seconds = time.monotonic() - started
-    peak = int((tmp_path / "peak_rss").read_text()) if (tmp_path / "peak_rss").exists() else MAX_RSS
+    launched = tmp_path / "peak_rss_kb"
+    peak = int(launched.read_text()) * 1024 if launched.exists() else MAX_RSS
     return proc.returncode, stderr.decode(errors="replace"), peak, seconds
 
 
