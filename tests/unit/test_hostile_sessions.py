@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 import zlib
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ from cdp_integration.webarena import (
     vet_config,
     webarena_config_file,
 )
+from tests.hostile import run_cli_limited
 
 SITE = "http://shop.test"
 TEST_RAW = Path(next(iter(__import__("webarena").__path__))) / "test.raw.json"
@@ -306,51 +306,13 @@ def test_the_temporary_config_file_is_not_named_by_the_task_id(tmp_path: Path) -
 
 # -- bounded loading -----------------------------------------------------------------------------
 
-_CHILD = textwrap.dedent(
-    """
-    import resource, sys
-    limit = 3 * 1024 ** 3
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    from cdp_integration.cli import cli
-    try:
-        cli.main(args=sys.argv[2:], prog_name="cdp-session")
-    except SystemExit as exc:
-        code = exc.code
-    else:
-        code = 0
-    with open(sys.argv[1], "w") as out:
-        out.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
-    sys.exit(code)
-    """
-)
-
 
 def run_limited(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, int]:
-    """``cdp-session ARGS`` in a fresh process under RLIMIT_AS = 3 GB: (exit code, stderr, peak RSS bytes)."""
-    from tests.hostile import _LAUNCHER  # the peak RSS of the CLI alone, not of this process
+    """``cdp-session ARGS`` in a fresh process under RLIMIT_AS = 3 GB: (exit code, stderr, peak RSS bytes).
 
-    rss_file = tmp_path / "rss.txt"
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            _LAUNCHER,
-            str(rss_file),
-            str(3 * 1024**3),
-            sys.executable,
-            "-c",
-            _CHILD,
-            str(tmp_path / "child-rss.txt"),
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-        cwd=Path(__file__).parents[2],
-    )
-    rss = int(rss_file.read_text()) * 1024 if rss_file.exists() else -1
-    return completed.returncode, completed.stderr, rss
+    Through ``tests.hostile``'s launcher, so the peak RSS is the CLI's own, not this process's."""
+    run = run_cli_limited(*args, env=env, address_space=3 * GB, timeout=120)
+    return run.returncode, run.stderr, run.peak_rss
 
 
 def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
