@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
 
-__all__ = ["Element", "find_element", "visible_text"]
+from cdp_integration.session.models import FormControlState
+
+__all__ = ["ControlWalk", "Element", "StateAt", "find_element", "visible_text"]
 
 
 def word_set(text: str) -> frozenset[str]:
@@ -42,7 +44,7 @@ def _attrs(pairs: list[tuple[str, str | None]]) -> dict[str, str]:
 def _hidden(tag: str, attrs: dict[str, str]) -> bool:
     return (
         "hidden" in attrs
-        or tag in _NEVER_RENDERED
+        or (tag in _NEVER_RENDERED and not (tag == "template" and "shadowrootmode" in attrs))
         or (tag == "dialog" and "open" not in attrs)
         or (tag == "input" and attrs.get("type", "").lower() == "hidden")
         or bool(_HIDDEN_STYLE.search(attrs.get("style", "")))
@@ -82,49 +84,125 @@ def _replaced_text(tag: str, attrs: dict[str, str]) -> str:
     return ""
 
 
-_UNCOUNTED = word_set("noscript noembed noframes xmp iframe")
+# -- where captured form state applies --------------------------------------------------------------
+# ``FormControlState.path`` addresses a control the way the capture found it in the live DOM: its
+# index in ``querySelectorAll("*")`` of its root (the document, or an open shadow root, whose
+# controls' paths start with their host's path). The step text here and the viewer both walk the
+# captured HTML with ``html.parser`` and must count elements exactly as the live DOM does, or a typed
+# value would be shown on the wrong element: one counter, shared, so the two cannot drift apart.
+# Where the HTML and the control's identity (tag, id, name) disagree, the element gets no state: the
+# page is then shown as captured rather than with a guess.
+
+_TEXT_ONLY = word_set("noscript noembed noframes xmp iframe")
 """Elements whose content a live DOM (scripting on) holds as text: tags inside are not elements."""
 
 
+@dataclass(frozen=True)
+class StateAt:
+    """The captured state of the element just opened."""
+
+    control: FormControlState | None = None
+    """The control's state, if this element is a control the capture found changed."""
+    option_selected: bool | None = None
+    """Inside a changed ``<select>``: whether this ``<option>`` is selected (``None`` elsewhere)."""
+
+
+_NONE = StateAt()
+
+
+class ControlWalk:
+    """Feed it every start and end tag in document order; it says which state applies where."""
+
+    def __init__(self, controls: Sequence[FormControlState]) -> None:
+        self._controls = {tuple(c.path): c for c in controls if not c.frame}
+        """Frames are separate documents with their own HTML: not in this walk."""
+        self._roots: list[tuple[tuple[int, ...], list[int]]] = [((), [0])]
+        """The element counter of each root open (the document, shadow roots), with its host's path."""
+        self._open: list[tuple[str, tuple[int, ...] | None, str | None]] = []
+        """Open elements: tag, path (``None``: not an element of the live DOM), what it opened."""
+        self._uncounted = 0
+        self._options: tuple[frozenset[int], list[int]] | None = None
+        """Inside a changed ``<select>``: its selected option indexes, and the next option's index."""
+
+    def __bool__(self) -> bool:
+        return bool(self._controls)
+
+    def _count(self, tag: str, attrs: Sequence[tuple[str, str | None]]) -> tuple[int, ...] | None:
+        path: tuple[int, ...] | None = None
+        opened: str | None = None
+        if not self._uncounted:
+            prefix, counter = self._roots[-1]
+            path = (*prefix, counter[0])
+            counter[0] += 1
+        if tag == "template":
+            mode = next((v for n, v in attrs if n.lower() == "shadowrootmode"), None)
+            host = next((p for _, p, _ in reversed(self._open) if p is not None), None)
+            if path is not None and mode == "open" and host is not None:
+                self._roots[-1][1][0] -= 1  # a declarative shadow root is no element of the DOM
+                path, opened = None, "root"
+                self._roots.append((host, [0]))
+            else:
+                opened = "uncounted"  # a template's content (or a closed root) is not in the tree
+        elif tag in _TEXT_ONLY:
+            opened = "uncounted"
+        if opened == "uncounted":
+            self._uncounted += 1
+        if tag not in VOID_ELEMENTS:
+            self._open.append((tag, path, opened))
+        return path
+
+    def start(self, tag: str, attrs: Sequence[tuple[str, str | None]]) -> StateAt:
+        """Count the element ``<tag attrs>`` and return the state captured for it."""
+        path = self._count(tag, attrs)
+        if tag == "option" and self._options is not None:
+            selected, counter = self._options
+            counter[0] += 1
+            return StateAt(option_selected=counter[0] - 1 in selected)
+        control = self._controls.get(path) if path is not None else None
+        if control is None:
+            return _NONE
+        values = {name.lower(): value or "" for name, value in attrs}
+        if (tag, values.get("id", ""), values.get("name", "")) != (control.tag, control.id, control.name):
+            return _NONE  # the HTML differs from the live DOM here: show the page as captured
+        if tag == "select" and control.selected is not None:
+            self._options = (frozenset(control.selected), [0])
+        return StateAt(control=control)
+
+    def end(self, tag: str) -> None:
+        """Close ``</tag>`` and every element left open inside it (a stray end tag changes nothing)."""
+        if tag == "select":
+            self._options = None
+        at = next((i for i in range(len(self._open) - 1, -1, -1) if self._open[i][0] == tag), None)
+        if at is None:
+            return
+        for _, _, opened in self._open[at:]:
+            if opened == "root":
+                self._roots.pop()
+            elif opened == "uncounted":
+                self._uncounted -= 1
+        del self._open[at:]
+
+
 class _TextParser(HTMLParser):
-    def __init__(self, form_state: Sequence[Any] = ()) -> None:
+    def __init__(self, form_state: Sequence[FormControlState] = ()) -> None:
         super().__init__(convert_charrefs=True)
         self.lines: list[str] = []
         self._line: list[str] = []
         self._stack: list[_Open] = []
         self._pre = 0
-        self._controls = {c.path[0]: c for c in form_state if len(c.path) == 1 and not c.frame}
-        """What was typed, checked and selected in the document (``FormControlState``), by element
-        index in the order of ``querySelectorAll("*")``."""
-        self._elements = 0
-        self._uncounted: list[str] = []
-        self._options: tuple[list[int], list[int]] | None = None
+        self._controls = ControlWalk(form_state)
+        """What was typed, checked and selected (``FormControlState``), found as the parser walks."""
 
-    def _with_state(self, tag: str, attrs: dict[str, str]) -> dict[str, str]:
+    def _with_state(
+        self, tag: str, attrs_list: list[tuple[str, str | None]], attrs: dict[str, str]
+    ) -> dict[str, str]:
         """``attrs`` as the control's captured state shows it (the live value, checkedness, choice)."""
-        if self._uncounted:
-            if tag in ("template", *_UNCOUNTED):
-                self._uncounted.append(tag)
-            return attrs
-        if tag == "template":
-            self._uncounted.append(tag)
-            if attrs.get("shadowrootmode"):
-                return attrs  # a declarative shadow root is no element of the document
-        elif tag in _UNCOUNTED:
-            self._uncounted.append(tag)
-        index = self._elements
-        self._elements += 1
-        if tag == "option" and self._options is not None:
-            selected, counter = self._options
-            counter[0] += 1
+        state = self._controls.start(tag, attrs_list)
+        if state.option_selected is not None:
             kept = {k: v for k, v in attrs.items() if k != "selected"}
-            return {**kept, "selected": ""} if counter[0] - 1 in selected else kept
-        control = self._controls.get(index)
-        if control is None or (tag, attrs.get("id", ""), attrs.get("name", "")) != (
-            control.tag,
-            control.id,
-            control.name,
-        ):
+            return {**kept, "selected": ""} if state.option_selected else kept
+        control = state.control
+        if control is None:
             return attrs
         changed = dict(attrs)
         if control.value is not None:
@@ -133,8 +211,6 @@ class _TextParser(HTMLParser):
             changed.pop("checked", None)
             if control.checked:
                 changed["checked"] = ""
-        if control.selected is not None:
-            self._options = (list(control.selected), [0])
         return changed
 
     def _silent(self) -> bool:
@@ -151,7 +227,7 @@ class _TextParser(HTMLParser):
     def handle_starttag(self, tag: str, attrs_list: list[tuple[str, str | None]]) -> None:
         attrs = _attrs(attrs_list)
         if self._controls:
-            attrs = self._with_state(tag, attrs)
+            attrs = self._with_state(tag, attrs_list, attrs)
         parent = self._stack[-1] if self._stack else None
         if parent is not None and parent.tag == "select":
             chosen = tag == "option" and ("selected" in attrs or not parent.collected)
@@ -180,10 +256,8 @@ class _TextParser(HTMLParser):
             self.handle_endtag(tag)
 
     def handle_endtag(self, tag: str) -> None:
-        if self._uncounted and self._uncounted[-1] == tag:
-            self._uncounted.pop()
-        if tag == "select":
-            self._options = None
+        if self._controls:
+            self._controls.end(tag)
         if all(entry.tag != tag for entry in self._stack):
             return  # a stray end tag
         while self._stack:

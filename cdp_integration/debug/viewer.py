@@ -22,7 +22,7 @@ from urllib.parse import urldefrag, urljoin
 
 from cdp_integration.debug.actions import action_target, describe_element, parse_action
 from cdp_integration.debug.diff import StepDiff, diff
-from cdp_integration.debug.text import VOID_ELEMENTS, visible_text, word_set
+from cdp_integration.debug.text import VOID_ELEMENTS, ControlWalk, StateAt, visible_text, word_set
 from cdp_integration.debug.views import (
     EvaluationSummary,
     end_evaluation,
@@ -55,8 +55,6 @@ _URL_ATTRIBUTES = word_set(
     "src srcset data poster background action formaction ping xlink:href codebase cite longdesc"
 )
 _SAFE_BID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-_TEXT_ONLY = word_set("noscript noembed noframes xmp iframe")
-"""Elements whose content a live DOM (scripting on) holds as text: tags inside are not elements."""
 _FORM_CSS = "[data-cdp-form]{outline:2px solid #2563eb !important;outline-offset:1px}"
 
 
@@ -188,73 +186,25 @@ class _Inert(HTMLParser):
         self._skip_depth = 0
         self.out: list[str] = []
         self.missing_stylesheets = 0
-        self._controls: dict[tuple[int, ...], FormControlState] = {}
-        self._roots: list[tuple[tuple[int, ...], list[int]]] = [((), [0])]
-        """The element counter of each root open (the document, shadow roots), with the path of
-        its host: an element's path is the ``FormControlState.path`` that addresses it."""
-        self._open: list[tuple[str, tuple[int, ...] | None, str | None]] = []
-        """Open elements: tag, path (``None``: not an element of the live DOM), what it opened."""
-        self._uncounted = 0
-        self._options: tuple[list[int], list[int]] | None = None
-        """Inside a changed ``<select>``: its selected option indexes, and the next option's index."""
+        self._controls = ControlWalk(())
         self._textarea: str | None = None
         """Inside a changed ``<textarea>``: its typed value, written in place of the default text."""
 
     def set_form_state(self, controls: Sequence[FormControlState]) -> None:
         """Show ``controls``' state (what was typed, checked, selected) in the copy: controls in the
         document and its shadow roots (frames are not rendered)."""
-        self._controls = {tuple(c.path): c for c in controls if not c.frame}
-
-    def _count(self, tag: str, attrs: list[tuple[str, str | None]]) -> tuple[int, ...] | None:
-        """Track the element's path as ``querySelectorAll("*")`` counts it in the live DOM."""
-        path: tuple[int, ...] | None = None
-        opened: str | None = None
-        if not self._uncounted:
-            prefix, counter = self._roots[-1]
-            path = (*prefix, counter[0])
-            counter[0] += 1
-        if tag == "template":
-            mode = next((v for n, v in attrs if n.lower() == "shadowrootmode"), None)
-            host = next((p for _, p, _ in reversed(self._open) if p is not None), None)
-            if path is not None and mode == "open" and host is not None:
-                self._roots[-1][1][0] -= 1  # a declarative shadow root is no element of the DOM
-                path, opened = None, "root"
-                self._roots.append((host, [0]))
-            else:
-                opened = "uncounted"  # a template's content (or a closed root) is not in the tree
-        elif tag in _TEXT_ONLY:
-            opened = "uncounted"
-        if opened == "uncounted":
-            self._uncounted += 1
-        if tag not in VOID_ELEMENTS:
-            self._open.append((tag, path, opened))
-        return path
-
-    def _close(self, tag: str) -> None:
-        at = next((i for i in range(len(self._open) - 1, -1, -1) if self._open[i][0] == tag), None)
-        if at is None:
-            return
-        for _, _, opened in self._open[at:]:
-            if opened == "root":
-                self._roots.pop()
-            elif opened == "uncounted":
-                self._uncounted -= 1
-        del self._open[at:]
+        self._controls = ControlWalk(controls)
 
     def _with_state(
-        self, tag: str, attrs: list[tuple[str, str | None]], path: tuple[int, ...] | None
+        self, tag: str, attrs: list[tuple[str, str | None]], state: StateAt
     ) -> list[tuple[str, str | None]]:
         """``attrs`` showing the control's captured state (a ``value``, ``checked``, ``selected``)."""
-        if tag == "option" and self._options is not None:
-            selected, counter = self._options
-            counter[0] += 1
+        if state.option_selected is not None:
             kept = [(n, v) for n, v in attrs if n.lower() != "selected"]
-            return [*kept, ("selected", None)] if counter[0] - 1 in selected else kept
-        control = self._controls.get(path) if path is not None else None
-        values = {name.lower(): value or "" for name, value in attrs}
-        identity = (tag, values.get("id", ""), values.get("name", ""))
-        if control is None or identity != (control.tag, control.id, control.name):
-            return attrs  # the copy differs from the live DOM here: show the page as captured
+            return [*kept, ("selected", None)] if state.option_selected else kept
+        control = state.control
+        if control is None:
+            return attrs
         typed = control.value is not None
         dropped = ({"value"} if typed and tag == "input" else set()) | (
             {"checked"} if control.checked is not None else set()
@@ -268,8 +218,6 @@ class _Inert(HTMLParser):
             self._textarea = control.value
         if control.checked:
             marked.append(("checked", None))
-        if control.selected is not None:
-            self._options = (list(control.selected), [0])
         return [*marked, ("data-cdp-form", None)]
 
     def _inject(self) -> None:
@@ -311,7 +259,7 @@ class _Inert(HTMLParser):
         return f"<{tag}{rendered}>"
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        path = self._count(tag, attrs)
+        state = self._controls.start(tag, attrs)
         if self._skipping is not None:
             self._skip_depth += tag == self._skipping
             return
@@ -338,7 +286,7 @@ class _Inert(HTMLParser):
                     self.missing_stylesheets += 1
             return
         if self._controls:
-            attrs = self._with_state(tag, attrs, path)
+            attrs = self._with_state(tag, attrs, state)
         self.out.append(self._start(tag, self._attributes(tag, attrs)))
         if tag in _RAW_TEXT:
             self._raw = tag
@@ -351,12 +299,10 @@ class _Inert(HTMLParser):
             self.handle_endtag(tag)
 
     def handle_endtag(self, tag: str) -> None:
-        self._close(tag)
+        self._controls.end(tag)
         if tag == "textarea" and self._textarea is not None:
             self.out.append(html.escape(self._textarea, quote=False))
             self._textarea = None
-        elif tag == "select":
-            self._options = None
         if self._skipping is not None:
             self._skip_depth -= tag == self._skipping
             if self._skip_depth <= 0:

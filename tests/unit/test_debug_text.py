@@ -75,3 +75,30 @@ def test_visible_text_shows_what_was_typed_checked_and_selected() -> None:
     ]
     assert visible_text(page) == "Username [default] [S] [ ]"
     assert visible_text(page, typed) == "Username [emma] [typed text] [M] [x]"
+
+
+def test_typed_values_inside_a_declarative_shadow_root_are_shown_at_their_path() -> None:
+    """The step text and the viewer share one element counter (``ControlWalk``): a control inside an
+    open shadow root is addressed as (host, index inside the root), like the capture addresses it."""
+    from cdp_integration.debug.text import ControlWalk
+    from cdp_integration.session.models import FormControlState
+
+    html = (
+        "<html><head></head><body><my-form><template shadowrootmode='open'>"
+        "<label>Name</label><input id='inner'></template></my-form>"
+        "<noscript><input id='not-an-element'></noscript><input id='outer'></body></html>"
+    )
+    # live: html 0, head 1, body 2, my-form 3, noscript 4, input#outer 5; in the root: label 0, input 1
+    state = [
+        FormControlState(path=[3, 1], tag="input", id="inner", value="typed inside"),
+        FormControlState(path=[5], tag="input", id="outer", value="typed outside"),
+    ]
+    text = visible_text(html, state)
+    assert "[typed inside]" in text and "[typed outside]" in text
+    walk = ControlWalk(state)
+    found = {}
+    for tag, attrs in [("html", []), ("head", []), ("body", []), ("my-form", []),
+                       ("template", [("shadowrootmode", "open")]), ("label", []),
+                       ("input", [("id", "inner")])]:  # fmt: skip
+        found[tag] = walk.start(tag, attrs).control
+    assert found["input"] is state[0] and found["label"] is None
