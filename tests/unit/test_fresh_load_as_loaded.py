@@ -1,0 +1,179 @@
+"""Which capture answers a fresh load of a page whose scripts the agent may have run (issue 19, class A).
+
+A fresh load (the evaluator's own ``goto``) shows the page as the server sends it after its load
+scripts. An agent tab at the same URL answers it only as its document loaded: a click whose listener
+changed the DOM makes the tab's later captures wrong for a fresh load. These tests drive
+``MockBrowserContext.fresh_load`` over sessions built in memory (no browser): the rule picks the
+first capture of the document, the unchanged current one, or refuses loudly with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import pytest
+
+from cdp_integration.replay.page import MockBrowserContext
+from cdp_integration.session import Cookie, NetworkExchange, RequestInfo, ResponseInfo, Step, TabState
+from cdp_integration.session.store import Session, new_header
+
+URL = "http://wiki.test/doku.php/rivers"
+LOADED = (
+    '<html><head><script src="/app.js"></script></head><body><div id="toc" aria-expanded="true">'
+    "<h3>Contents</h3><ul><li>Nile</li></ul></div></body></html>"
+)
+COLLAPSED = LOADED.replace('aria-expanded="true"', 'aria-expanded="false"').replace(
+    "<ul>", '<ul style="display: none">'
+)
+PLAIN = "<html><body><h1>Rivers</h1><form><input name=q></form></body></html>"
+
+
+def _load(url: str, tab_id: str, started: float) -> NetworkExchange:
+    return NetworkExchange(
+        request_id=f"{tab_id}-{url}-{started}",
+        tab_id=tab_id,
+        started=started,
+        duration_ms=5.0,
+        request=RequestInfo(method="GET", url=url, headers={}, resource_type="Document"),
+        response=ResponseInfo(status=200, mime_type="text/html"),
+    )
+
+
+def _step(
+    index: int,
+    tabs: Sequence[tuple[str, str, str]],
+    *,
+    loads: Sequence[tuple[str, str]] = (),
+    cookies: Sequence[Cookie] = (),
+    local: dict[str, dict[str, str]] | None = None,
+) -> Step:
+    """Step ``index`` showing ``tabs`` ((tab id, url, html)), whose traffic loaded ``loads`` ((tab id, url))."""
+    return Step(
+        index=index,
+        trigger="action",
+        action=f"action {index}",
+        timestamp=1000.0 + index,
+        url=tabs[0][1],
+        title="t",
+        tabs=[
+            TabState(tab_id=t, url=u, title="t", active=i == 0, html=h) for i, (t, u, h) in enumerate(tabs)
+        ],
+        network=[_load(u, t, 1000.0 + index - 0.5) for t, u in loads],
+        cookies=list(cookies),
+        local_storage=local or {},
+    )
+
+
+def _context(*steps: Step) -> MockBrowserContext:
+    return MockBrowserContext(Session(header=new_header(), steps=tuple(steps)), evaluation=None)
+
+
+def _html(tab: TabState | None) -> str | None:
+    return None if tab is None else tab.html
+
+
+def test_a_changed_document_is_answered_by_its_first_capture() -> None:
+    context = _context(
+        _step(0, [("T0", URL, LOADED)], loads=[("T0", URL)]),
+        _step(1, [("T0", URL, COLLAPSED)]),
+    )
+    answer = context.fresh_load(URL)
+    assert answer is context._session.steps[0].tabs[0]
+    assert _html(answer) == LOADED
+
+
+def test_an_unchanged_document_answers_from_the_current_capture() -> None:
+    marked = LOADED.replace("<h3>", '<h3 bid="12" browsergym_visibility_ratio="1">').replace(
+        '<div id="toc"', '<div id="toc" aria-roledescription="browsergym_id_11 list"'
+    )
+    context = _context(
+        _step(0, [("T0", URL, LOADED.replace('<div id="toc"', '<div id="toc" aria-roledescription="list"'))]),
+        _step(1, [("T0", URL, marked)]),
+    )
+    assert context.fresh_load(URL) is context.step.tabs[0]
+
+
+def test_the_document_starts_at_its_latest_load() -> None:
+    """A reload makes a new document: captures of the old one are not its "as loaded"."""
+    context = _context(
+        _step(0, [("T0", URL, COLLAPSED)], loads=[("T0", URL)]),
+        _step(1, [("T0", URL, LOADED)], loads=[("T0", URL)]),
+        _step(2, [("T0", URL, COLLAPSED)]),
+    )
+    assert context.fresh_load(URL) is context._session.steps[1].tabs[0]
+    fresh = _context(
+        _step(0, [("T0", URL, COLLAPSED)], loads=[("T0", URL)]),
+        _step(1, [("T0", URL, COLLAPSED)], loads=[("T0", URL)]),
+    )
+    assert fresh.fresh_load(URL) is fresh.step.tabs[0]
+
+
+def test_a_page_without_scripts_answers_from_the_open_tab() -> None:
+    changed = PLAIN.replace("Rivers", "Rivers!")  # only a script could, and there is none: kept as is
+    context = _context(_step(0, [("T0", URL, PLAIN)], loads=[("T0", URL)]), _step(1, [("T0", URL, changed)]))
+    assert context.fresh_load(URL) is context.step.tabs[0]
+
+
+def test_another_unchanged_tab_answers_when_the_changed_one_is_refused() -> None:
+    prefs = [Cookie(name="DOKU_PREFS", value="toc#1", domain="wiki.test")]
+    context = _context(
+        _step(0, [("T0", URL, LOADED)], loads=[("T0", URL)]),
+        _step(1, [("T0", URL, COLLAPSED), ("T1", URL, LOADED)], loads=[("T1", URL)], cookies=prefs),
+    )
+    assert context.fresh_load(URL) is context.step.tabs[1]
+
+
+@pytest.mark.parametrize(
+    ("drift", "reason"),
+    [
+        ("cookie", "the cookies a load of it sends changed since \\(DOKU_PREFS\\)"),
+        ("storage", "the local storage of http://wiki.test changed since"),
+    ],
+)
+def test_a_changed_document_is_refused_when_client_state_moved(drift: str, reason: str) -> None:
+    prefs = [Cookie(name="DOKU_PREFS", value="toc#1", domain="wiki.test")]
+    later = _step(
+        1,
+        [("T0", URL, COLLAPSED)],
+        cookies=prefs if drift == "cookie" else (),
+        local={"http://wiki.test": {"toc": "closed"}} if drift == "storage" else None,
+    )
+    context = _context(_step(0, [("T0", URL, LOADED)], loads=[("T0", URL)]), later)
+    assert context.fresh_load(URL) is None
+    message = context._refused[URL]
+    assert message.startswith("the agent changed this tab's document after it loaded: the open tab T0")
+    assert 'aria-expanded="true"' in message and 'aria-expanded="false"' in message
+    assert re.search(reason, message), message
+
+
+def test_a_document_reached_without_a_load_is_refused() -> None:
+    """The tab showed another URL, then this one without a load the capture saw (a script's
+    ``history.pushState``): no capture shows this document as a fresh load would."""
+    context = _context(
+        _step(
+            0,
+            [("T0", "http://wiki.test/doku.php/start", LOADED)],
+            loads=[("T0", "http://wiki.test/doku.php/start")],
+        ),
+        _step(1, [("T0", URL, LOADED)]),
+    )
+    assert context.fresh_load(URL) is None
+    assert "without a document load the capture saw in that tab" in context._refused[URL]
+
+
+def test_a_first_capture_at_another_fragment_is_refused() -> None:
+    """On a page that runs scripts another fragment is another rendered state: the first capture
+    at ``#a`` cannot answer a fresh load of ``#b``."""
+    context = _context(
+        _step(0, [("T0", URL + "#a", LOADED)], loads=[("T0", URL + "#a")]),
+        _step(1, [("T0", URL + "#b", COLLAPSED)]),
+    )
+    assert context.fresh_load(URL + "#b") is None
+    assert "another rendered state" in context._refused[URL + "#b"]
+
+
+def test_the_tabs_first_capture_stands_for_a_load_before_the_capture_began() -> None:
+    """Step 0 of a BrowserGym episode: its reset's traffic is not captured."""
+    context = _context(_step(0, [("T0", URL, LOADED)]), _step(1, [("T0", URL, COLLAPSED)]))
+    assert context.fresh_load(URL) is context._session.steps[0].tabs[0]
