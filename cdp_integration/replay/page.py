@@ -99,10 +99,15 @@ _MARKED_DESCRIPTION = re.compile(r'(\saria-(?:description|roledescription)=")bro
 
 def _unmarked(html: str) -> str:
     """``html`` without BrowserGym's marking: its ``bid`` and ``browsergym_*`` attributes and the
-    ``browsergym_id_`` prefix it puts in ARIA descriptions. Its observation marks every element again
-    at every step (new elements get new ids), so two captures of a document nobody changed differ
-    there; the ``value``/``checked`` attributes it writes are already undone at capture."""
-    if "browsergym" not in html and " bid=" not in html:
+    ``browsergym_id_`` prefix it puts in ARIA descriptions, where the document shows that BrowserGym
+    marked it (a ``browsergym_visibility_ratio`` attribute: it writes one on every element it marks;
+    a page's own ``bid`` attribute is left alone elsewhere).
+
+    Its observation marks the agent's page only and again at every step (new elements get new ids),
+    so two captures of a document nobody changed differ there, and a fresh load (a new page nobody
+    observed) has none of it. The ``value``/``checked`` attributes it writes are undone at capture.
+    """
+    if "browsergym_visibility_ratio=" not in html:
         return html
     return _MARKED_DESCRIPTION.sub(r"\1", _MARKING_ATTRIBUTE.sub("", html))
 
@@ -274,8 +279,8 @@ class MockBrowserContext(BrowserContext):
         """The captured page for ``url``: ``tab`` (a page as the agent left it), or for a fresh load
         (``tab`` None: the evaluator's own ``goto``) what ``fresh_load`` picks.
 
-        Only the page as the agent left it gets what was typed into its forms; a fresh load, as live,
-        has none of it.
+        Only the page as the agent left it gets what was typed into its forms and BrowserGym's marking
+        (``bid`` attributes: its observation marks the agent's page); a fresh load, as live, has none.
         """
         as_left = tab is not None and tab.html is not None
         if tab is None or tab.html is None:
@@ -285,12 +290,16 @@ class MockBrowserContext(BrowserContext):
         origin = _origin(url)
         return ReplayDocument(
             url=url,
-            html=tab.html,
+            html=tab.html if as_left else _unmarked(tab.html),
             cookies=tuple(_playwright_cookie(c) for c in self.step.cookies if _cookie_matches(c, url)),
             local_storage=dict(self.step.local_storage.get(origin, {})),
             session_storage=dict(tab.session_storage.get(origin, {})),
             resources=self._session_resources(),
-            frames={urldefrag(f.url)[0]: f.html for f in tab.frames if f.html is not None},
+            frames={
+                urldefrag(f.url)[0]: f.html if as_left else _unmarked(f.html)
+                for f in tab.frames
+                if f.html is not None
+            },
             cssom_styles=tuple(style.model_dump() for style in tab.cssom_styles),
             form_state=tuple(control.model_dump() for control in tab.form_state) if as_left else (),
         )

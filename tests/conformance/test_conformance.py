@@ -376,12 +376,6 @@ def _judge(
     return f"{result.score}  ({result.provenance})"
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known replay gap on this branch (notes/diffcheck.md, class A): a fresh load of a scripted page is "
-    "answered from the agent's tab after a click changed its DOM (DokuWiki's table of contents); "
-    "remove this mark once the fresh-load rules of issue 19 item 3 are merged",
-)
 def test_differential_sample_has_no_silent_difference(
     differential_sample: dict[str, list[tuple[str, differential.Outcome]]],
 ) -> None:

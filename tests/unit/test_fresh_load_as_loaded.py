@@ -177,3 +177,23 @@ def test_the_tabs_first_capture_stands_for_a_load_before_the_capture_began() -> 
     """Step 0 of a BrowserGym episode: its reset's traffic is not captured."""
     context = _context(_step(0, [("T0", URL, LOADED)]), _step(1, [("T0", URL, COLLAPSED)]))
     assert context.fresh_load(URL) is context._session.steps[0].tabs[0]
+
+
+def test_a_fresh_load_has_no_browsergym_marking_and_the_agents_page_keeps_it() -> None:
+    """BrowserGym's observation marks the agent's page (``bid``, ``browsergym_*``); a new page the
+    evaluator opens is never observed, so a fresh load answered from that tab has none of it. A
+    page's own ``bid`` attribute (no BrowserGym marking on the page) stays."""
+    marked = (
+        '<html><body><ul bid="3" browsergym_visibility_ratio="1" browsergym_set_of_marks="0">'
+        '<li bid="4" browsergym_visibility_ratio="0.5" aria-description="browsergym_id_4 first">x</li></ul>'
+        "</body></html>"
+    )
+    context = _context(_step(0, [("T0", URL, marked)]))
+    fresh = context.document(URL)
+    assert fresh is not None
+    assert fresh.html == '<html><body><ul><li aria-description="first">x</li></ul></body></html>'
+    as_left = context.document(URL, context.step.tabs[0])
+    assert as_left is not None and as_left.html == marked
+    auction = '<html><body><span bid="12.50">lot 4</span></body></html>'
+    own = _context(_step(0, [("T0", URL, auction)])).document(URL)
+    assert own is not None and own.html == auction
