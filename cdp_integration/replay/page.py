@@ -322,7 +322,8 @@ class MockBrowserContext(BrowserContext):
            (a fresh load itself, after everything the agent did).
         2. An open tab whose document loaded after the last state-changing request of the session
            (any method but GET/HEAD/OPTIONS, from any tab, up to this step): a tab loaded before a
-           later POST shows the state before it, which a fresh load would not. On a page that runs
+           later POST shows the state before it, which a fresh load would not. Not a tab whose
+           document is itself the response to such a request (``_submitted``). On a page that runs
            scripts, only as its document loaded (``_as_loaded``): the agent's clicks and typing may
            have changed it through the page's scripts since, which a fresh load would not show.
         Both match the URL as a document: on a page with scripts the fragment counts too.
@@ -337,6 +338,15 @@ class MockBrowserContext(BrowserContext):
                 continue
             loaded = self._loaded_at(tab)
             later = [c for c in changes if loaded is None or _completed(c) > loaded]
+            submitted = self._submitted(tab)
+            if not later and submitted is not None:
+                self._refused[url] = (
+                    f"the open tab {tab.tab_id} shows {tab.url}, but its document is the response to "
+                    f"{submitted.request.method} {submitted.request.url} (a form submission, or the redirect "
+                    "after one): it may show what only that response shows (a one-time message such as "
+                    '"saved successfully"), which a fresh load of the URL does not'
+                )
+                continue
             if not later:
                 as_loaded = self._as_loaded(tab, url)
                 if as_loaded is not None:
@@ -367,6 +377,35 @@ class MockBrowserContext(BrowserContext):
                 "(a hash-routed app) another fragment is another rendered state"
             )
         return None
+
+    def _submitted(self, tab: TabState) -> NetworkExchange | None:
+        """The state-changing request whose response (directly, or through redirects: Post/Redirect/Get)
+        is ``tab``'s current document, or None. Such a document is not what a fresh ``GET`` shows:
+        apps put one-time content there (Django's and Magento's "saved" messages)."""
+        exchanges = [e for step in self._session.steps[: self._position + 1] for e in step.network]
+        final = None
+        for exchange in exchanges:
+            response = exchange.response
+            if (
+                exchange.tab_id == tab.tab_id
+                and exchange.request.resource_type == "Document"
+                and response is not None
+                and not 300 <= response.status < 400
+                and _same_document(exchange.request.url, tab.url)
+            ):
+                final = exchange
+        if final is None:
+            return None
+        return next(
+            (
+                e
+                for e in exchanges
+                if e.request_id == final.request_id
+                and e.tab_id == final.tab_id
+                and e.request.method.upper() not in _SAFE_METHODS
+            ),
+            None,
+        )
 
     def _as_loaded(self, tab: TabState, url: str) -> TabState | None:
         """``tab`` (an open tab of this step at ``url``) as a fresh load of ``url`` shows it, or None
@@ -684,6 +723,8 @@ class MockPage(Page):
             return str(self._replay_outcome(call))
         self._reconstructed("title")
         if self._tab is not None and _same_document(self._tab.url, self._url):
+            if self._tab.html is not None and "<title" not in self._tab.html.lower():
+                return ""  # no <title>: document.title is ""; the captured target title is the URL then
             return self._tab.title
         with self._question("title()"):
             return str(self._offline_page("title", None).title())

@@ -197,3 +197,60 @@ def test_a_fresh_load_has_no_browsergym_marking_and_the_agents_page_keeps_it() -
     auction = '<html><body><span bid="12.50">lot 4</span></body></html>'
     own = _context(_step(0, [("T0", URL, auction)])).document(URL)
     assert own is not None and own.html == auction
+
+
+def test_a_document_that_answered_a_form_submission_is_not_a_fresh_load() -> None:
+    """Post/Redirect/Get: the page after a save shows "changed successfully" once; a fresh GET of the
+    same URL does not (Django 30304 in the differential run)."""
+    listing = "http://admin.test/admin/library/book/"
+    post = NetworkExchange(
+        request_id="R1",
+        tab_id="T0",
+        started=999.0,
+        duration_ms=5.0,
+        request=RequestInfo(
+            method="POST",
+            url="http://admin.test/admin/library/book/2/change/",
+            headers={},
+            resource_type="Document",
+        ),
+        response=ResponseInfo(status=302, redirect_url=listing),
+    )
+    get = NetworkExchange(
+        request_id="R1",
+        tab_id="T0",
+        started=999.1,
+        duration_ms=5.0,
+        request=RequestInfo(method="GET", url=listing, headers={}, resource_type="Document"),
+        response=ResponseInfo(status=200, mime_type="text/html"),
+    )
+    saved = Step(
+        index=0,
+        trigger="action",
+        action="submit",
+        timestamp=1000.0,
+        url=listing,
+        title="t",
+        tabs=[TabState(tab_id="T0", url=listing, title="t", active=True, html=PLAIN)],
+        network=[post, get],
+    )
+    context = _context(saved)
+    assert context.fresh_load(listing) is None
+    assert (
+        "its document is the response to POST http://admin.test/admin/library/book/2/change/"
+        in (context._refused[listing])
+    )
+    plain = _context(_step(0, [("T0", listing, PLAIN)], loads=[("T0", listing)]))
+    assert plain.fresh_load(listing) is plain.step.tabs[0]
+
+
+def test_the_title_of_a_page_without_a_title_element_is_empty() -> None:
+    """Chromium's target title falls back to the URL (``about:blank``); ``document.title`` is ""."""
+    context = _context(
+        _step(0, [("T0", "about:blank", "<html><head></head><body></body></html>"), ("T1", URL, LOADED)])
+    )
+    blank, _titled = context.pages
+    assert blank.title() == ""
+    titled_html = LOADED.replace("<head>", "<head><title>Rivers</title>")
+    with_title = _context(_step(0, [("T0", URL, titled_html)]))
+    assert with_title.pages[0].title() == "t"
