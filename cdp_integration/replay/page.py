@@ -36,7 +36,7 @@ from cdp_integration.errors import ReconstructedAnswerError, ReplayMissError, Sa
 from cdp_integration.replay.guard import captured_scripts, guarded_evaluate, settle, unstyled_stylesheets
 from cdp_integration.replay.offline import ReplayDocument, Resource, offline_browser
 from cdp_integration.replay.recorded import CallBook, nearest
-from cdp_integration.session.models import Cookie, Evaluation, EvaluatorCall, NetworkExchange, TabState
+from cdp_integration.session.models import Cookie, Evaluation, EvaluatorCall, NetworkExchange, Step, TabState
 
 if TYPE_CHECKING:
     from cdp_integration.session.store import Session
@@ -91,6 +91,43 @@ def _document_name(url: str) -> str:
     parts = urlsplit(urldefrag(url)[0])
     tokens = [t for t in re.split(r"[/?&=]", f"{parts.path}?{parts.query}") if t]
     return f"{parts.netloc}|{tokens[-1]}" if tokens else ""
+
+
+_MARKING_ATTRIBUTE = re.compile(r'\s(?:bid|browsergym_[A-Za-z0-9_-]*)="[^"]*"')
+_MARKED_DESCRIPTION = re.compile(r'(\saria-(?:description|roledescription)=")browsergym_id_[^\s"]*\s?')
+
+
+def _unmarked(html: str) -> str:
+    """``html`` without BrowserGym's marking: its ``bid`` and ``browsergym_*`` attributes and the
+    ``browsergym_id_`` prefix it puts in ARIA descriptions, where the document shows that BrowserGym
+    marked it (a ``browsergym_visibility_ratio`` attribute: it writes one on every element it marks;
+    a page's own ``bid`` attribute is left alone elsewhere).
+
+    Its observation marks the agent's page only and again at every step (new elements get new ids),
+    so two captures of a document nobody changed differ there, and a fresh load (a new page nobody
+    observed) has none of it. The ``value``/``checked`` attributes it writes are undone at capture.
+    """
+    if "browsergym_visibility_ratio=" not in html:
+        return html
+    return _MARKED_DESCRIPTION.sub(r"\1", _MARKING_ATTRIBUTE.sub("", html))
+
+
+def _rendered(tab: TabState) -> tuple[Any, ...]:
+    """What of ``tab``'s capture a page's scripts can change: its HTML, its frames' HTML and its
+    CSSOM-only styles (BrowserGym's marking left out; typed form state is not part of it: a fresh
+    load never gets it)."""
+    return (
+        _unmarked(tab.html or ""),
+        tuple((frame.url, _unmarked(frame.html or "")) for frame in tab.frames),
+        tuple(style.model_dump_json() for style in tab.cssom_styles),
+    )
+
+
+def _first_difference(a: str, b: str, around: int = 40) -> str:
+    """The first place two HTML strings differ, as ``...then...`` / ``...now...`` excerpts."""
+    at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    start = max(0, at - around)
+    return f"{a[start : at + around]!r} became {b[start : at + around]!r}"
 
 
 def _playwright_cookie(cookie: Cookie) -> dict[str, Any]:
@@ -150,6 +187,7 @@ class MockBrowserContext(BrowserContext):
         self._resources: dict[str, Resource] | None = None
         self._scripted: dict[int, str | None] = {}
         self._changes: list[NetworkExchange] | None = None
+        self._rendering: dict[int, tuple[Any, ...]] = {}
         self._refused: dict[str, str] = {}
         """Why a fresh load of a URL was not answered from a captured tab (for the miss)."""
         self._opened = 0
@@ -241,8 +279,8 @@ class MockBrowserContext(BrowserContext):
         """The captured page for ``url``: ``tab`` (a page as the agent left it), or for a fresh load
         (``tab`` None: the evaluator's own ``goto``) what ``fresh_load`` picks.
 
-        Only the page as the agent left it gets what was typed into its forms; a fresh load, as live,
-        has none of it.
+        Only the page as the agent left it gets what was typed into its forms and BrowserGym's marking
+        (``bid`` attributes: its observation marks the agent's page); a fresh load, as live, has none.
         """
         as_left = tab is not None and tab.html is not None
         if tab is None or tab.html is None:
@@ -252,12 +290,16 @@ class MockBrowserContext(BrowserContext):
         origin = _origin(url)
         return ReplayDocument(
             url=url,
-            html=tab.html,
+            html=tab.html if as_left else _unmarked(tab.html),
             cookies=tuple(_playwright_cookie(c) for c in self.step.cookies if _cookie_matches(c, url)),
             local_storage=dict(self.step.local_storage.get(origin, {})),
             session_storage=dict(tab.session_storage.get(origin, {})),
             resources=self._session_resources(),
-            frames={urldefrag(f.url)[0]: f.html for f in tab.frames if f.html is not None},
+            frames={
+                urldefrag(f.url)[0]: f.html if as_left else _unmarked(f.html)
+                for f in tab.frames
+                if f.html is not None
+            },
             cssom_styles=tuple(style.model_dump() for style in tab.cssom_styles),
             form_state=tuple(control.model_dump() for control in tab.form_state) if as_left else (),
         )
@@ -280,7 +322,10 @@ class MockBrowserContext(BrowserContext):
            (a fresh load itself, after everything the agent did).
         2. An open tab whose document loaded after the last state-changing request of the session
            (any method but GET/HEAD/OPTIONS, from any tab, up to this step): a tab loaded before a
-           later POST shows the state before it, which a fresh load would not.
+           later POST shows the state before it, which a fresh load would not. Not a tab whose
+           document is itself the response to such a request (``_submitted``). On a page that runs
+           scripts, only as its document loaded (``_as_loaded``): the agent's clicks and typing may
+           have changed it through the page's scripts since, which a fresh load would not show.
         Both match the URL as a document: on a page with scripts the fragment counts too.
         """
         if self.evaluation:
@@ -293,8 +338,20 @@ class MockBrowserContext(BrowserContext):
                 continue
             loaded = self._loaded_at(tab)
             later = [c for c in changes if loaded is None or _completed(c) > loaded]
+            submitted = self._submitted(tab)
+            if not later and submitted is not None:
+                self._refused[url] = (
+                    f"the open tab {tab.tab_id} shows {tab.url}, but its document is the response to "
+                    f"{submitted.request.method} {submitted.request.url} (a form submission, or the redirect "
+                    "after one): it may show what only that response shows (a one-time message such as "
+                    '"saved successfully"), which a fresh load of the URL does not'
+                )
+                continue
             if not later:
-                return tab
+                as_loaded = self._as_loaded(tab, url)
+                if as_loaded is not None:
+                    return as_loaded
+                continue
             change = later[-1]
             when = (
                 "after its document loaded"
@@ -319,6 +376,142 @@ class MockBrowserContext(BrowserContext):
                 f"({self.scripted(next(t for t in self.step.tabs if t.url == unmatched[0]))}): on such a page "
                 "(a hash-routed app) another fragment is another rendered state"
             )
+        return None
+
+    def _submitted(self, tab: TabState) -> NetworkExchange | None:
+        """The state-changing request whose response (directly, or through redirects: Post/Redirect/Get)
+        is ``tab``'s current document, or None. Such a document is not what a fresh ``GET`` shows:
+        apps put one-time content there (Django's and Magento's "saved" messages)."""
+        exchanges = [e for step in self._session.steps[: self._position + 1] for e in step.network]
+        final = None
+        for exchange in exchanges:
+            response = exchange.response
+            if (
+                exchange.tab_id == tab.tab_id
+                and exchange.request.resource_type == "Document"
+                and response is not None
+                and not 300 <= response.status < 400
+                and _same_document(exchange.request.url, tab.url)
+            ):
+                final = exchange
+        if final is None:
+            return None
+        return next(
+            (
+                e
+                for e in exchanges
+                if e.request_id == final.request_id
+                and e.tab_id == final.tab_id
+                and e.request.method.upper() not in _SAFE_METHODS
+            ),
+            None,
+        )
+
+    def _as_loaded(self, tab: TabState, url: str) -> TabState | None:
+        """``tab`` (an open tab of this step at ``url``) as a fresh load of ``url`` shows it, or None
+        (the reason goes into the miss).
+
+        A fresh load shows the page as the server sends it after its load scripts ran. On a page
+        without scripts the tab's document is that (typed values are form state, left out of fresh
+        loads). On a page that runs scripts, every capture since the tab's document loaded is
+        compared with the first one (BrowserGym's marking left out): unchanged, the tab answers;
+        changed, the first capture answers instead (it was taken right after the load, before any
+        later action of the agent), provided the cookies a load of ``url`` sends and its origin's
+        local storage are what they were then (a script may keep state there that the next load
+        reads). A document whose load the capture did not see in that tab (a script changed the
+        tab's URL, or history brought it back) has no such first capture: a loud miss.
+        """
+        if self.scripted(tab) is None:
+            return tab
+        first_step, reason = self._document_start(tab)
+        if first_step is None:
+            self._refused[url] = f"the open tab {tab.tab_id} shows {tab.url}, but {reason}"
+            return None
+        if first_step == self._position:
+            return tab
+        first = next(t for t in self._session.steps[first_step].tabs if t.tab_id == tab.tab_id)
+        now, then = self._render(tab), self._render(first)
+        if now == then:
+            return tab
+        changed = (
+            _first_difference(then[0], now[0]) if then[0] != now[0] else "its frames or CSSOM styles differ"
+        )
+        prefix = (
+            f"the agent changed this tab's document after it loaded: the open tab {tab.tab_id} at {tab.url} "
+            f"(step {self.step.index}) differs from its first capture after the load (step "
+            f"{self._session.steps[first_step].index}; {changed})"
+        )
+        if not _same_fresh_load(first.url, url, self.scripted(first)):
+            self._refused[url] = (
+                f"{prefix}, and that capture shows {first.url}, another rendered state of a page that runs scripts"
+            )
+            return None
+        drift = self._client_state_drift(first_step, url)
+        if drift is not None:
+            self._refused[url] = f"{prefix}, and {drift}, so that capture is not what a fresh load shows now"
+            return None
+        return first
+
+    def _render(self, tab: TabState) -> tuple[Any, ...]:
+        key = id(tab)
+        if key not in self._rendering:
+            self._rendering[key] = _rendered(tab)
+        return self._rendering[key]
+
+    def _document_start(self, tab: TabState) -> tuple[int | None, str]:
+        """The position of the first step whose capture of ``tab`` shows its current document: the
+        step whose traffic holds the tab's (latest) load of that URL, or, when the load is not in the
+        traffic, the tab's first capture (loaded before the capture began). None, with the reason,
+        when the tab came to this URL without a load the capture saw."""
+        steps = self._session.steps[: self._position + 1]
+
+        def shows(step: Step) -> bool:
+            return any(
+                t.tab_id == tab.tab_id and t.html is not None and _same_document(t.url, tab.url)
+                for t in step.tabs
+            )
+
+        run = self._position
+        while run > 0 and shows(steps[run - 1]):
+            run -= 1
+        loaded = None
+        for position, step in enumerate(steps):
+            for exchange in step.network:
+                response = exchange.response
+                if (
+                    exchange.tab_id == tab.tab_id
+                    and exchange.request.resource_type == "Document"
+                    and response is not None
+                    and not 300 <= response.status < 400
+                    and _same_document(exchange.request.url, tab.url)
+                ):
+                    loaded = position
+        if loaded is not None and loaded >= run:
+            return loaded, ""
+        existed = run > 0 and any(t.tab_id == tab.tab_id for t in steps[run - 1].tabs)
+        if loaded is None and not existed:
+            return run, ""
+        return None, (
+            f"it came to that URL at step {steps[run].index} without a document load the capture saw in "
+            "that tab (a script changed its URL, or history brought the page back), and its page runs "
+            "scripts: no capture shows that document as a fresh load would"
+        )
+
+    def _client_state_drift(self, first_step: int, url: str) -> str | None:
+        """What of the state a fresh load of ``url`` reads changed between ``first_step`` and now."""
+        then, now = self._session.steps[first_step], self.step
+
+        def cookies(step: Step) -> list[tuple[str, str, str, str]]:
+            return sorted(
+                (c.name, c.value, c.domain, c.path) for c in step.cookies if _cookie_matches(c, url)
+            )
+
+        if cookies(then) != cookies(now):
+            changed = sorted({c[0] for c in set(cookies(then)) ^ set(cookies(now))})
+            return f"the cookies a load of it sends changed since ({', '.join(changed)})"
+        origin = _origin(url)
+        if then.local_storage.get(origin, {}) != now.local_storage.get(origin, {}):
+            return f"the local storage of {origin} changed since"
         return None
 
     def _state_changes(self) -> list[NetworkExchange]:
@@ -530,6 +723,8 @@ class MockPage(Page):
             return str(self._replay_outcome(call))
         self._reconstructed("title")
         if self._tab is not None and _same_document(self._tab.url, self._url):
+            if self._tab.html is not None and "<title" not in self._tab.html.lower():
+                return ""  # no <title>: document.title is ""; the captured target title is the URL then
             return self._tab.title
         with self._question("title()"):
             return str(self._offline_page("title", None).title())

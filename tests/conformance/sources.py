@@ -207,6 +207,26 @@ def all_sources() -> list[Source]:
 # -- playing a source's episodes with the checker ------------------------------------------------------
 
 
+_QUIET = """(quiet) => new Promise((resolve) => {
+  let timer;
+  const done = () => { observer.disconnect(); clearTimeout(timer); clearTimeout(cap); resolve(true); };
+  const observer = new MutationObserver(() => { clearTimeout(timer); timer = setTimeout(done, quiet); });
+  observer.observe(document, { subtree: true, childList: true, attributes: true, characterData: true });
+  timer = setTimeout(done, quiet);
+  const cap = setTimeout(() => { observer.disconnect(); clearTimeout(timer); resolve(false); }, 5000);
+})"""
+"""Resolves once the document went ``quiet`` ms without a DOM mutation (at most 5 s): an animation a
+click started (DokuWiki's table-of-contents slide) has ended."""
+
+
+def settle(page: Any, quiet_ms: int = 300) -> None:
+    """Wait until ``page``'s DOM stopped changing before the capture, as an agent looks at a page
+    once it settled (BrowserGym waits after each action too). Without it the capture can hold an
+    animation half-way, and every question on that tab is ``moved`` (not judged) instead of compared."""
+    with contextlib.suppress(Exception):  # a navigation replaced the document: nothing to wait for
+        page.evaluate(_QUIET, quiet_ms)
+
+
 def play(
     source: Source,
     app: apps.App,
@@ -232,6 +252,7 @@ def play(
         try:
             for step, action in enumerate(episode.actions):
                 source.act(page, app, action)
+                settle(page)
                 logger.capture_state_snapshot(" ".join(map(str, action[:2])))
                 probe.ask_live(
                     page,

@@ -167,11 +167,21 @@ SAMPLE_SEED = int(os.environ.get("CDP_TEST_DIFFERENTIAL_SEED", "0"))
 SAMPLE_MIN_QUESTIONS = 500
 
 
-def _sample_probe(app: str, label: str) -> differential.EpisodeProbe:
+SAMPLE_SKIPPED_APPS = ("tiddlywiki",)
+"""Not probed by the sample: TiddlyWiki's 2.6 MB pages were the sample's most expensive questions and
+its captures, taken right after each action without waiting for its animations, left 416 of its 482
+questions ``moved`` (not judged; 8 equal). ``make check-fidelity`` covers it (its episodes wait until the
+page is quiet before each capture)."""
+
+
+def _sample_probe(app: str, label: str) -> differential.EpisodeProbe | None:
     """The differential checker's bounded sample: a few questions per step of every conformance episode
-    (``scripts/differential_check.py`` / ``make check-fidelity`` run it at full size)."""
+    (``scripts/differential_check.py`` / ``make check-fidelity`` run it at full size). At most 10 form
+    controls per tab: the Django admin's forms made the sample's largest share (1,283 of 2,693)."""
+    if app in SAMPLE_SKIPPED_APPS:
+        return None
     return differential.EpisodeProbe(
-        app, label, seed=SAMPLE_SEED, per_step=SAMPLE_QUESTIONS_PER_STEP, fresh_per_url=6, max_controls=20
+        app, label, seed=SAMPLE_SEED, per_step=SAMPLE_QUESTIONS_PER_STEP, fresh_per_url=6, max_controls=10
     )
 
 
@@ -320,9 +330,10 @@ def test_offline_scores_equal_live_or_miss_loudly(
                 )
             finally:
                 context.close()
-            outcomes = probe.answer_offline(episodes[label][0]["reconstructed"])
-            differential_sample.setdefault(app.name, []).extend((label, o) for o in outcomes)
-            SAMPLE_SECONDS.append(probe.seconds)
+            if probe is not None:
+                outcomes = probe.answer_offline(episodes[label][0]["reconstructed"])
+                differential_sample.setdefault(app.name, []).extend((label, o) for o in outcomes)
+                SAMPLE_SECONDS.append(probe.seconds)
         sessions, live = episodes[label] if mode == "recorded" else episodes.pop(label)
         verdict = _judge(
             task, trajectory, mode, sessions[mode], config, live, counts, problems, f"{label}.{mode}"
@@ -376,12 +387,6 @@ def _judge(
     return f"{result.score}  ({result.provenance})"
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known replay gap on this branch (notes/diffcheck.md, class A): a fresh load of a scripted page is "
-    "answered from the agent's tab after a click changed its DOM (DokuWiki's table of contents); "
-    "remove this mark once the fresh-load rules of issue 19 item 3 are merged",
-)
 def test_differential_sample_has_no_silent_difference(
     differential_sample: dict[str, list[tuple[str, differential.Outcome]]],
 ) -> None:

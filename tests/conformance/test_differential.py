@@ -82,3 +82,12 @@ def test_questions_depend_only_on_the_seed_and_the_page(shop_page: tuple[Any, st
     kinds = {question.kind for question in first}
     assert {"form", "text", "count", "location", "title"} <= kinds, kinds
     assert all(question.tab_id for question in first)
+
+
+def test_only_relative_time_text_is_not_judged() -> None:
+    """Trac's "Last modified 17 minutes ago": a capture a minute boundary before the live question."""
+    from tests.conformance.differential import _only_relative_time
+
+    assert _only_relative_time("Last modified 17 minutes ago\nNote", "Last modified 16 minutes ago\nNote")
+    assert not _only_relative_time("Last modified 17 minutes ago\nNote", "Last modified 16 minutes ago\nNot")
+    assert not _only_relative_time("version 17", "version 16")

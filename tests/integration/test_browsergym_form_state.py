@@ -63,6 +63,8 @@ FRESH = [
     *(f"document.querySelector('#{i}').getAttribute('value')" for i in IDS),
     *(f"document.querySelector('#{i}').hasAttribute('checked')" for i in ("agree", "news")),
     "document.querySelector('#review').outerHTML.replace(/ (bid|browsergym_[a-z_]+)=\"[^\"]*\"/g, '')",
+    "document.querySelector('#review').outerHTML",  # BrowserGym's bid marking is on the agent's page only
+    "document.querySelectorAll('[bid], [browsergym_visibility_ratio]').length",
 ]
 """Questions on a fresh load of the form's URL: attributes too, which BrowserGym's marking rewrote."""
 
