@@ -17,8 +17,9 @@ moving the string renderer -> browser -> Playwright's driver -> Python; Chromium
 It is used only where it is exact: an HTML document with no shadow root other than the user agent's
 (``DOM.describeNode`` of the live document; closed roots are invisible to JavaScript but
 ``getOuterHTML`` serializes them), and no mutation of the document between the copy and that check
-(a ``MutationObserver`` of the isolated world). The first fast read of each document is compared
-with the full read and the fast path is off for that document on any difference. Pages without
+(a ``MutationObserver`` of the isolated world). The first fast read of each document (and every
+``VERIFY_EVERY``-th after it) is compared with the full read, and the fast path is off for that
+document on any difference. Pages without
 large texts, and any read that cannot be sure, take the full read.
 """
 
@@ -43,6 +44,9 @@ PER_ELEMENT = 200
 """... and to this many characters per element of the document (``describeNode`` costs per node)."""
 MIN_HTML = 256 * 1024
 """A tab whose last HTML was shorter than this is read in full (no extra round trip on usual pages)."""
+VERIFY_EVERY = 16
+"""Every this many fast reads of a document, one is compared with the full read again (what the
+document holds changes; a difference turns the fast path off for it)."""
 
 _GROUP = "cdp-integration-html"
 
@@ -151,6 +155,8 @@ class _Document:
     backend_node_id: int | None = None
     verified: bool = False
     """A fast read of this document was compared with the full read and was equal."""
+    fast_reads: int = 0
+    """Fast reads since the last comparison with the full read."""
     disabled: str | None = None
     """Why the fast path is off for this document (a comparison differed)."""
     texts: dict[str, str] = field(default_factory=dict)
@@ -188,15 +194,17 @@ class IncrementalHtml:
             _release(cdp)
         if isinstance(fast, _Fallback):
             return self._full(cdp, max_bytes, fast.why)
-        if not document.verified:
+        if not document.verified or document.fast_reads >= VERIFY_EVERY:
             full = self._full(cdp, max_bytes, None)
             if full != fast:
                 document.disabled = "differs from the full read"
                 self._count("disabled")
                 return full
             document.verified = True
+            document.fast_reads = 0
             self._count("verified")
             return full
+        document.fast_reads += 1
         self.last_size = len(fast)
         self._count("fast")
         return fast
