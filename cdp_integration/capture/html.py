@@ -157,6 +157,10 @@ class _Document:
     """A fast read of this document was compared with the full read and was equal."""
     fast_reads: int = 0
     """Fast reads since the last comparison with the full read."""
+    plain_at: int | None = None
+    """The HTML size when the world last found too little large text for the fast path: it is not
+    asked again until the HTML has grown by ``MIN_TOTAL`` (either read is exact; this saves a round
+    trip per capture on a large page without large scripts)."""
     disabled: str | None = None
     """Why the fast path is off for this document (a comparison differed)."""
     texts: dict[str, str] = field(default_factory=dict)
@@ -183,6 +187,8 @@ class IncrementalHtml:
             document = self.document = _Document(context_id)
         if document.disabled is not None:
             return self._full(cdp, max_bytes, "disabled")
+        if document.plain_at is not None and self.last_size < document.plain_at + MIN_TOTAL:
+            return self._full(cdp, max_bytes, "no large text")
         try:
             fast = self._fast(cdp, document, max_bytes)
         except CaptureError:
@@ -190,9 +196,9 @@ class IncrementalHtml:
         except Exception as exc:  # a CDP error (the document went away): the full read decides
             self.document = None
             fast = _Fallback(f"error: {type(exc).__name__}")
-        finally:
-            _release(cdp)
         if isinstance(fast, _Fallback):
+            if fast.plain:
+                document.plain_at = self.last_size
             return self._full(cdp, max_bytes, fast.why)
         if not document.verified or document.fast_reads >= VERIFY_EVERY:
             full = self._full(cdp, max_bytes, None)
@@ -233,10 +239,14 @@ class IncrementalHtml:
             return _Fallback("copy failed")
         result = made["result"]
         if result.get("subtype") != "node" or "objectId" not in result:
-            return _Fallback(str(result.get("value", "no copy")))
-        copy: str = cdp.send("DOM.getOuterHTML", {"objectId": result["objectId"], "includeShadowDOM": True})[
-            "outerHTML"
-        ]
+            why = str(result.get("value", "no copy"))
+            return _Fallback(why, plain=why in _PLAIN)
+        try:
+            copy: str = cdp.send(
+                "DOM.getOuterHTML", {"objectId": result["objectId"], "includeShadowDOM": True}
+            )["outerHTML"]
+        finally:
+            _release(cdp)
         if document.backend_node_id is None:
             document.backend_node_id = cdp.send("DOM.getDocument", {"depth": 0})["root"]["backendNodeId"]
         live = cdp.send("DOM.describeNode", {"backendNodeId": document.backend_node_id, "depth": -1})["node"]
@@ -264,6 +274,11 @@ class IncrementalHtml:
 @dataclass(frozen=True)
 class _Fallback:
     why: str
+    plain: bool = False
+    """The document has too little large text for the fast path (see ``_Document.plain_at``)."""
+
+
+_PLAIN = frozenset({"no large script or style text", "large texts too small for the page"})
 
 
 def _release(cdp: Any) -> None:

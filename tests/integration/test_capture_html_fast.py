@@ -95,6 +95,15 @@ PAGES: dict[str, str] = {
     ),
 }
 
+ROWS_PAGE = (
+    "<!DOCTYPE html><html><body>"
+    + "".join(f"<p>row {i} &amp; {'text ' * 60}</p>" for i in range(1000))
+    + "<script>let n = 0;</script></body></html>"
+)
+"""~300 KB of paragraphs and no large script."""
+
+SERVED = {**PAGES, "rows": ROWS_PAGE}
+
 FALLS_BACK = {"open shadow root", "closed shadow root", "declarative shadow root"}
 
 
@@ -106,7 +115,7 @@ def page(browser: Browser) -> Iterator[Page]:
     context.route(
         f"{ORIGIN}/**",
         lambda route: route.fulfill(
-            body=PAGES.get(unquote(route.request.url.partition("?p=")[2]), "<p>frame</p>")
+            body=SERVED.get(unquote(route.request.url.partition("?p=")[2]), "<p>frame</p>")
             if route.request.resource_type == "document"
             else "",
             content_type="text/html" if route.request.resource_type == "document" else "text/plain",
@@ -216,3 +225,30 @@ def test_an_xhtml_document_is_read_in_full(page: Page) -> None:
     finally:
         cdp.detach()
     assert reader.stats.get("fast", 0) == 0 and reader.stats.get("fallback:not an HTML document") == 2
+
+
+def test_a_large_page_without_large_scripts_is_asked_once(page: Page) -> None:
+    """A 300 KB page of paragraphs: the world is asked once, then full reads without asking (until
+    the HTML grows by what the fast path would need)."""
+    page.goto(f"{ORIGIN}/?p=rows")
+    cdp = page.context.new_cdp_session(page)
+    reader, worlds = IncrementalHtml(), {}
+    try:
+        for _ in range(4):
+            page.evaluate("document.querySelector('p').textContent = 'row ' + (++n)")
+            got = read_html_incremental(cdp, reader, max_bytes=MAX, tree=None, worlds=worlds)
+            assert got == read_full_html(cdp, max_bytes=MAX)
+        assert reader.stats == {
+            "full": 1,
+            "fallback:no large script or style text": 1,
+            "fallback:no large text": 2,
+        }
+        page.evaluate(
+            f"document.body.append(Object.assign(document.createElement('script'), {{text: {DATA!r}}}))"
+        )
+        for _ in range(3):  # grown by a large script: asked again, and the fast path starts
+            got = read_html_incremental(cdp, reader, max_bytes=MAX, tree=None, worlds=worlds)
+            assert got == read_full_html(cdp, max_bytes=MAX)
+    finally:
+        cdp.detach()
+    assert reader.stats.get("verified") == 1 and reader.stats.get("fast") == 1, reader.stats
