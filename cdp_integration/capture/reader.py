@@ -78,7 +78,16 @@ class StateReader:
             own = self.own_dom_snapshot
             reads += [
                 ("dom_snapshot", lambda: observed_dom or (state.read_dom_snapshot(tab.cdp) if own else None)),
-                ("html", lambda: state.read_html(tab.cdp, max_bytes=options.max_html_bytes)),
+                (
+                    "html",
+                    lambda: state.read_html_incremental(
+                        tab.cdp,
+                        tab.html,
+                        max_bytes=options.max_html_bytes,
+                        tree=tab.frame_tree,
+                        worlds=tab.worlds,
+                    ),
+                ),
             ]
             if options.frames:
                 reads.append(

@@ -10,6 +10,7 @@ from collections.abc import Collection
 from typing import Any
 from urllib.parse import urlsplit
 
+from cdp_integration.capture.html import IncrementalHtml, read_full_html
 from cdp_integration.errors import CaptureError
 from cdp_integration.session.models import Cookie, CSSOMStyle, FormControlState, FrameState
 
@@ -22,6 +23,7 @@ __all__ = [
     "read_form_state",
     "read_frames",
     "read_html",
+    "read_html_incremental",
     "read_origins",
     "read_page_resources",
     "read_resource_content",
@@ -48,16 +50,10 @@ def read_dom_snapshot(cdp: Any) -> dict[str, Any]:
 
 
 def read_html(cdp: Any, *, max_bytes: int) -> str:
-    """Serialized document, doctype included, as ``page.content()`` would return it, plus open shadow
-    roots as declarative shadow DOM (``<template shadowrootmode="open">``), which a parser attaches
+    """Serialized document, doctype included, as ``page.content()`` would return it, plus shadow
+    roots as declarative shadow DOM (``<template shadowrootmode=...>``), which a parser attaches
     again: offline ``innerText`` and ``querySelector`` on a host see the same shadow tree."""
-    root = cdp.send("DOM.getDocument", {"depth": 0})["root"]
-    html: str = cdp.send("DOM.getOuterHTML", {"nodeId": root["nodeId"], "includeShadowDOM": True})[
-        "outerHTML"
-    ]
-    if len(html) > max_bytes:
-        raise CaptureError(f"HTML is {len(html)} characters, over the {max_bytes} limit")
-    return html
+    return read_full_html(cdp, max_bytes=max_bytes)
 
 
 def read_cookies(cdp: Any) -> list[Cookie]:
@@ -184,18 +180,33 @@ _CSSOM_STYLES = """(() => {
 })()"""
 
 
-def _evaluate_isolated(
-    cdp: Any, expression: str, what: str, tree: dict[str, Any] | None, worlds: dict[str, int] | None
-) -> Any:
-    """The value of ``expression`` evaluated in the tab's isolated world (created on first use per
-    document): the page's own scripts and globals cannot interfere with what it reads."""
+def isolated_world(cdp: Any, tree: dict[str, Any] | None, worlds: dict[str, int]) -> int:
+    """The execution context of the tab's isolated world for its current document (created on first
+    use per document, kept in ``worlds`` by loader id)."""
     frame = (tree or read_frame_tree(cdp, resources=False))["frame"]
-    worlds = {} if worlds is None else worlds
     context_id = worlds.get(frame["loaderId"])
     if context_id is None:
         world = cdp.send("Page.createIsolatedWorld", {"frameId": frame["id"], "worldName": "cdp-integration"})
         worlds.clear()
         context_id = worlds[frame["loaderId"]] = world["executionContextId"]
+    return context_id
+
+
+def read_html_incremental(
+    cdp: Any, reader: IncrementalHtml, *, max_bytes: int, tree: dict[str, Any] | None, worlds: dict[str, int]
+) -> str:
+    """``read_html``'s text, read through the tab's ``IncrementalHtml`` (large unchanged script/style
+    texts are not transferred again; see ``capture.html``)."""
+    return reader.read(cdp, max_bytes=max_bytes, world=lambda: isolated_world(cdp, tree, worlds))
+
+
+def _evaluate_isolated(
+    cdp: Any, expression: str, what: str, tree: dict[str, Any] | None, worlds: dict[str, int] | None
+) -> Any:
+    """The value of ``expression`` evaluated in the tab's isolated world (created on first use per
+    document): the page's own scripts and globals cannot interfere with what it reads."""
+    worlds = {} if worlds is None else worlds
+    context_id = isolated_world(cdp, tree, worlds)
     try:
         result = cdp.send(
             "Runtime.evaluate", {"expression": expression, "contextId": context_id, "returnByValue": True}

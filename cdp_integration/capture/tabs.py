@@ -16,6 +16,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from cdp_integration.capture import state
 from cdp_integration.capture.faults import as_fault
+from cdp_integration.capture.html import IncrementalHtml
 from cdp_integration.capture.network import NetworkRecorder
 from cdp_integration.session.models import CaptureFault, TrafficOrigin
 
@@ -73,6 +74,8 @@ class Tab:
     """Why this capture's one read of the frame tree failed (raised again to each reader)."""
     worlds: dict[str, int] = field(default_factory=dict)
     """The isolated world's execution context per document (loader id)."""
+    html: IncrementalHtml = field(default_factory=IncrementalHtml)
+    """The tab's HTML reads: large script/style texts already transferred, per document."""
 
 
 class TabTracker:

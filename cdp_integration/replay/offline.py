@@ -150,7 +150,13 @@ class OfflineBrowser:
         """An inert switch that finds this browser's process among the machine's (for the watchdog)."""
         self._lock = threading.Lock()
         self._idle: list[Any] = []
-        """Wiped browser contexts with no page, ready for the next ``open``."""
+        """Wiped browser contexts with no page of a question, ready for the next ``open``."""
+        self._spares: dict[Any, str] = {}
+        """Idle context -> the URL (``about:blank#<random>``) of the blank page created in it after its
+        wipe, for the next question (its renderer starts while the scorer does other work)."""
+        self._context_ids: dict[Any, str] = {}
+        """Pooled context -> its CDP ``browserContextId`` (where its spare page is created)."""
+        self._browser_cdp: Any = None
         self._shown: dict[Any, _Shown] = {}
         self._local = threading.local()
         self._fired = threading.Event()
@@ -168,12 +174,15 @@ class OfflineBrowser:
                 # One sync Playwright per process: share BrowserGym's (a second one cannot start).
                 playwright = browsergym.core._get_global_playwright()
                 self._idle.clear()
+                self._spares.clear()
+                self._context_ids.clear()
                 self._browser = playwright.chromium.launch(
                     executable_path=environment.chromium_executable(),
                     args=[*OFFLINE_CHROMIUM_ARGS, self._token],
                     headless=True,
                 )
                 self._browser_pid = _find_process(self._token)
+                self._browser_cdp = self._browser.new_browser_cdp_session()
             return self._browser
 
     def _new_context(self) -> Any:
@@ -193,7 +202,7 @@ class OfflineBrowser:
         self._ensure()
         context = self._idle.pop() if self._idle else self._new_context()
         try:
-            page = context.new_page()
+            page = self._spare(context) or context.new_page()
         except Exception:
             with contextlib.suppress(Exception):
                 context.close()
@@ -207,6 +216,34 @@ class OfflineBrowser:
             with contextlib.suppress(Exception):
                 context.close()
             raise
+
+    def _spare(self, context: Any) -> Any:
+        """The blank page ``release`` created in the wiped ``context`` (found by its random URL, so
+        never a late popup of the previous question), or None."""
+        marker = self._spares.pop(context, None)
+        if marker is None:
+            return None
+        for page in context.pages:
+            if page.url == marker and not page.is_closed():
+                return page
+        try:
+            return context.wait_for_event(
+                "page", predicate=lambda page: page.url == marker, timeout=_SPARE_WAIT_MS
+            )
+        except Exception:  # not there in time: a page of its own (the late spare is closed at release)
+            return None
+
+    def _prepare_spare(self, context: Any, cdp: Any) -> None:
+        """Create the next question's blank page in the wiped ``context`` without waiting for it:
+        Chromium starts its renderer and Playwright sets it up (routing included) meanwhile."""
+        context_id = self._context_ids.get(context)
+        if context_id is None:
+            context_id = self._context_ids[context] = cdp.send("Target.getTargetInfo")["targetInfo"][
+                "browserContextId"
+            ]
+        marker = f"about:blank#cdp-integration-{uuid.uuid4().hex}"
+        self._browser_cdp.send("Target.createTarget", {"url": marker, "browserContextId": context_id})
+        self._spares[context] = marker
 
     def _load(self, page: Any, document: ReplayDocument) -> None:
         """Load ``document`` into the fresh ``page``, then re-create what its HTML cannot carry."""
@@ -248,21 +285,25 @@ class OfflineBrowser:
                 raise RuntimeError("not reusable")
             with self.limit("wiping a sandbox page"):
                 origins = sorted(shown.origins) if shown is not None else []
-                if origins:
-                    cdp = context.new_cdp_session(page)
-                    try:
-                        for origin in origins:
-                            cdp.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": "all"})
-                    finally:
-                        with contextlib.suppress(Exception):
-                            cdp.detach()
-                for other in list(context.pages):  # popups a question opened, then the page itself
-                    self._shown.pop(other, None)
-                    other.close()
-                context.clear_cookies()
+                cdp = context.new_cdp_session(page)
+                try:
+                    for origin in origins:
+                        cdp.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": "all"})
+                    for other in list(context.pages):  # popups a question opened, then the page itself
+                        self._shown.pop(other, None)
+                        if other is not page:
+                            other.close()
+                    context.clear_cookies()
+                    self._prepare_spare(context, cdp)  # after the wipe: it starts from nothing
+                finally:
+                    with contextlib.suppress(Exception):
+                        cdp.detach()
+                page.close()
             self._idle.append(context)
         except Exception:
             if context is not None:
+                self._spares.pop(context, None)
+                self._context_ids.pop(context, None)
                 with contextlib.suppress(Exception):
                     context.close()
 
@@ -313,6 +354,12 @@ class OfflineBrowser:
             with contextlib.suppress(Exception):
                 page.context.close()
             self._shown.pop(page, None)
+        for context in self._idle:  # their spare pages' renderers are gone too
+            with contextlib.suppress(Exception):
+                context.close()
+        self._idle.clear()
+        self._spares.clear()
+        self._context_ids.clear()
         return SandboxTimeoutError(
             f"{what}: did not finish within {limit:g} s in the offline sandbox (a loop or a promise that "
             f"never settles?), so it was stopped (limit {ENV_VARS['max_question_seconds']}; raise it to "
@@ -375,7 +422,10 @@ class OfflineBrowser:
     def close(self) -> None:
         with self._lock:
             self._idle.clear()
+            self._spares.clear()
+            self._context_ids.clear()
             self._shown.clear()
+            self._browser_cdp = None
             if self._browser is not None:
                 with contextlib.suppress(Exception):
                     self._browser.close()
@@ -384,6 +434,8 @@ class OfflineBrowser:
 
 
 _IDLE_CONTEXTS = 4
+_SPARE_WAIT_MS = 10_000
+"""How long ``open`` waits for the spare page Chromium is starting before opening one of its own."""
 
 
 def _origin(url: str) -> str:
