@@ -318,13 +318,24 @@ def run_v1_task(
         }
     )
     workspace.mkdir(parents=True, exist_ok=True)
+    phases: dict[str, float] = {}
+    clock = [time.perf_counter()]
+
+    def lap(name: str) -> None:
+        now = time.perf_counter()
+        phases[name] = round(now - clock[0], 2)
+        clock[0] = now
+
     with ChromiumProcess() as chromium:
+        lap("browser_s")
         executors = registry.setdefault(chromium.endpoint, [])  # this browser's, made by the tool set
         page = LivePage(chromium.endpoint, _focus(executors))
         try:
             page.set_up(task)
+            lap("set_up_s")
             logger.attach_to_cdp(chromium.endpoint, active_target=_focus(executors))
             logger.capture_state_snapshot("reset")
+            lap("attach_s")
             llm_server.plan = plan
             llm_server.page = page
 
@@ -337,10 +348,16 @@ def run_v1_task(
                         answer = event.action.message
                     arguments = event.action.model_dump(mode="json", exclude={"kind"}) if event.action else {}
                     history.append({"tool": event.tool_name, "arguments": arguments})
+                    if os.environ.get("CDP_V1_TRACE"):
+                        print(f"  {time.perf_counter() - clock[0]:7.2f} action {event.tool_name}", file=sys.stderr, flush=True)
                     calls[event.tool_call_id] = f"{event.tool_name}({json.dumps(arguments, sort_keys=True)})"
                 elif isinstance(event, ObservationEvent) and event.tool_name in v1_tools.BROWSER_TOOLS:
                     action = calls.get(event.tool_call_id, event.tool_name)
+                    if os.environ.get("CDP_V1_TRACE"):
+                        print(f"  {time.perf_counter() - clock[0]:7.2f} observed {event.tool_name}", file=sys.stderr, flush=True)
                     logger.capture_state_snapshot("action", action=action)  # never raises
+                    if os.environ.get("CDP_V1_TRACE"):
+                        print(f"  {time.perf_counter() - clock[0]:7.2f} captured", file=sys.stderr, flush=True)
 
             def on_token(chunk: Any) -> None:
                 streamed["chunks"] += 1
@@ -371,8 +388,11 @@ def run_v1_task(
                 conversation.run()
             except Exception as exc:  # the episode ends; it is still scored and saved
                 error = f"{type(exc).__name__}: {exc}"
+            lap("agent_s")
             probe = logger.run_evaluation_probe(task.config, answer=answer)
+            lap("probe_s")
             path = logger.save_session(task.instance_id, final_answer=answer)
+            lap("save_s")
             with contextlib.suppress(Exception):
                 conversation.close()
         finally:
@@ -390,6 +410,7 @@ def run_v1_task(
         "reward": reward,
         "session": path,
         "plan": [call.tool for call in plan],
+        "phases": phases,
         "metrics": {"streamed_chunks": streamed["chunks"]} if getattr(args, "llm_stream", False) else {},
     }
 
@@ -511,7 +532,7 @@ def _run_one(
     duration = round(time.perf_counter() - started, 1)
     session: Path = result["session"]
     print(
-        f"{task.instance_id}: reward {result['reward']} in {duration} s, session {session}",
+        f"{task.instance_id}: reward {result['reward']} in {duration} s {result['phases']}, session {session}",
         file=sys.stderr,
     )
     return {
@@ -527,7 +548,7 @@ def _run_one(
             "answer": result["answer"],
             "session": session.relative_to(output_dir).as_posix(),
         },
-        "metadata": metadata | {"duration_s": duration, "reset_s": reset_s},
+        "metadata": metadata | {"duration_s": duration, "reset_s": reset_s, "phases": result["phases"]},
     }
 
 
