@@ -61,13 +61,14 @@ def deployment() -> Iterator[tuple[StandIns, str]]:
             def do_GET(self) -> None:
                 # only the task's sites, as a real per-site reset: tasks on other sites may be running
                 names = parse_qs(urlsplit(self.path).query).get("sites", [""])[0].split(",")
+                unknown = [name for name in names if name not in sites.sites and name != "wikipedia"]
                 for name in names:
-                    site = sites.sites.get(name)
+                    site = sites.sites.get(name)  # wikipedia (kiwix-serve) is read-only
                     if site is not None:
                         with site.app.lock:
                             site.app.sessions.clear()
                             site.app.reset()
-                self.send_response(200)
+                self.send_response(400 if unknown else 200)  # a reset of nothing fails the run
                 self.send_header("content-length", "0")
                 self.end_headers()
 
@@ -86,8 +87,10 @@ def deployment() -> Iterator[tuple[StandIns, str]]:
 
 
 RESET_SCRIPT = (
-    "import os, urllib.request; urllib.request.urlopen(os.environ['TEST_RESET_URL'], timeout=60).close()"
+    "import os, urllib.request; e = os.environ; "
+    "urllib.request.urlopen(e['TEST_RESET_URL'] + '?sites=' + e['WEBARENA_TASK_SITES'], timeout=60).close()"
 )
+"""What ``--reset-cmd`` runs: resets the task's sites (run_infer names them in ``WEBARENA_TASK_SITES``)."""
 
 
 @dataclass
