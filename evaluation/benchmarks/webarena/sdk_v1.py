@@ -70,15 +70,22 @@ class PlannedCall:
     answer_selector: str | None = None
 
 
-def plan_calls(steps: Steps, expand: Callable[[str], str]) -> list[PlannedCall]:
-    """The V1 tool calls playing scripted steps (``expand`` fills in a step's URL); ``DemoTaskError``
-    for a verb V1 cannot play."""
+def plan_calls(
+    steps: Steps, expand: Callable[[str], str], substitute: Callable[[str], str] = lambda text: text
+) -> list[PlannedCall]:
+    """The V1 tool calls playing scripted steps; ``DemoTaskError`` for a verb V1 cannot play.
+
+    ``expand`` makes a ``goto`` step's URL (a bare path is on the task's first site); ``substitute``
+    fills site placeholders in every other part of a step (a typed URL: ``__GITLAB__/byteblaze``),
+    as V0's rehearsal does."""
     calls: list[PlannedCall] = []
     answered = False
-    for verb, *args in steps:
+    for verb, *raw in steps:
         if verb == "goto":
-            calls.append(PlannedCall("browser_navigate", {"url": expand(args[0])}))
-        elif verb == "click":
+            calls.append(PlannedCall("browser_navigate", {"url": expand(raw[0])}))
+            continue
+        args = [substitute(part) for part in raw]
+        if verb == "click":
             calls += [
                 PlannedCall("browser_get_state", {}),
                 PlannedCall("browser_click", {}, selector=args[0]),
@@ -306,7 +313,7 @@ def run_v1_task(
     plan: list[PlannedCall] = []
     streamed = {"chunks": 0}
     if args.llm_base_url is None:
-        plan = plan_calls(task.plans[args.trajectory], task.expand)
+        plan = plan_calls(task.plans[args.trajectory], task.expand, task.substitute)
     logger = CDPSessionLogger(sessions_dir, instance_id=task.instance_id)
     logger.task.update(
         {
