@@ -333,6 +333,11 @@ def run_v1_task(
         phases[name] = round(now - clock[0], 2)
         clock[0] = now
 
+    def trace(what: str) -> None:
+        """``CDP_V1_TRACE=1``: the agent loop's timeline on stderr (seconds since the agent started)."""
+        if os.environ.get("CDP_V1_TRACE"):
+            print(f"  {time.perf_counter() - clock[0]:7.2f} {what}", file=sys.stderr, flush=True)
+
     with ChromiumProcess() as chromium:
         lap("browser_s")
         executors = registry.setdefault(chromium.endpoint, [])  # this browser's, made by the tool set
@@ -355,16 +360,13 @@ def run_v1_task(
                         answer = event.action.message
                     arguments = event.action.model_dump(mode="json", exclude={"kind"}) if event.action else {}
                     history.append({"tool": event.tool_name, "arguments": arguments})
-                    if os.environ.get("CDP_V1_TRACE"):
-                        print(f"  {time.perf_counter() - clock[0]:7.2f} action {event.tool_name}", file=sys.stderr, flush=True)
+                    trace(f"action {event.tool_name}")
                     calls[event.tool_call_id] = f"{event.tool_name}({json.dumps(arguments, sort_keys=True)})"
                 elif isinstance(event, ObservationEvent) and event.tool_name in v1_tools.BROWSER_TOOLS:
                     action = calls.get(event.tool_call_id, event.tool_name)
-                    if os.environ.get("CDP_V1_TRACE"):
-                        print(f"  {time.perf_counter() - clock[0]:7.2f} observed {event.tool_name}", file=sys.stderr, flush=True)
+                    trace(f"observed {event.tool_name}")
                     logger.capture_state_snapshot("action", action=action)  # never raises
-                    if os.environ.get("CDP_V1_TRACE"):
-                        print(f"  {time.perf_counter() - clock[0]:7.2f} captured", file=sys.stderr, flush=True)
+                    trace("captured")
 
             def on_token(chunk: Any) -> None:
                 streamed["chunks"] += 1
