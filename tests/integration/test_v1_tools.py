@@ -5,7 +5,10 @@ option the drop-down lacks is an error observation listing the options (the agen
 value unchanged. ``browser_press_key`` with an index focuses that element first (the key reaches
 it: WebArena's ``focus`` + ``press``), and Enter in a search box without a button submits it (the
 search-box tasks among the 812 configs, see ``scripts/webarena_action_needs.py``); an unknown index
-is an error observation. Runs ``v1_tools_probe.py`` in the V1 environment (openhands-tools 1.58).
+is an error observation. And the V1 driver's guard: a task whose sign-in never returns (a
+Playwright call without a timeout) has its browser stopped after ``SET_UP_STALL_S`` (then run_infer
+tries again with a new one) instead of hanging the run. Runs ``v1_tools_probe.py`` in the V1
+environment (openhands-tools 1.58).
 """
 
 from __future__ import annotations
@@ -57,3 +60,6 @@ def test_select_option_and_press_key_on_a_live_page(tmp_path: Path) -> None:
 
     assert not report["type"]["is_error"] and not report["press_enter"]["is_error"]
     assert report["press_enter"]["page"] == ["/search?q=cast+iron", "Results for cast iron"]
+
+    # the V1 driver: a sign-in that never returns stops its browser after SET_UP_STALL_S and says so
+    assert report["stall"] == "sign-in/start page still running after 5 s"

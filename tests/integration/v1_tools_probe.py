@@ -130,7 +130,40 @@ def probe() -> dict[str, Any]:
             page.close()
             server.shutdown()
             server.server_close()
+    report["stall"] = stalled_sign_in()
     return report
+
+
+def stalled_sign_in() -> str:
+    """The V1 driver on a task whose sign-in never returns (a Playwright call without a timeout): it
+    stops the browser after ``SET_UP_STALL_S`` and says so, instead of waiting forever."""
+    import argparse
+
+    import sdk_v1
+    from task_runner import TaskRun
+
+    sdk_v1.SET_UP_STALL_S = 5.0
+    task = TaskRun(
+        task_id=1,
+        instance_id="webarena.1",
+        env_id="browsergym/webarena.1",
+        config={"task_id": 1, "sites": ["shopping"], "intent": "x", "start_url": "about:blank", "eval": {}},
+        site_urls={"SHOPPING": "http://127.0.0.1:9"},
+        plans={"success": (("answer", "x"),)},
+        sign_in=lambda site, page: page.evaluate("new Promise(() => {})"),
+    )
+    args = argparse.Namespace(
+        trajectory="success", llm_base_url=None, llm_model=None, llm_api_key=None, max_iterations=5
+    )
+    scratch = Path(tempfile.mkdtemp())
+    try:
+        with sdk_v1.ScriptedToolLLM() as llm:
+            sdk_v1.run_v1_task(args, task, llm, scratch / "sessions", scratch / "workspace")
+    except sdk_v1._SetUpStalled as exc:
+        return str(exc)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return "not stalled"
 
 
 if __name__ == "__main__":

@@ -55,6 +55,14 @@ _QUIET_ENVIRONMENT = {
     "OPENHANDS_SUPPRESS_BANNER": "1",
 }
 """browser-use and the SDK phone home or print banners unless told not to (no network here)."""
+SET_UP_STALL_S = 240.0
+"""Sign-in and start page take 3-12 s at load 30; past this a Playwright call without a timeout is
+stuck (seen once in 164 episodes: task 12's sign-in never returned, its tab's renderer gone)."""
+SET_UP_ATTEMPTS = 3
+
+
+class _SetUpStalled(Exception):
+    """The task's sign-in/start page did not return within ``SET_UP_STALL_S`` (its browser was stopped)."""
 
 
 # -- the scripted plan ------------------------------------------------------------------------------
@@ -343,7 +351,20 @@ def run_v1_task(
         executors = registry.setdefault(chromium.endpoint, [])  # this browser's, made by the tool set
         page = LivePage(chromium.endpoint, _focus(executors))
         try:
-            page.set_up(task)
+            stalled = threading.Event()
+            watchdog = threading.Timer(SET_UP_STALL_S, lambda: (stalled.set(), chromium.stop()))
+            watchdog.daemon = True
+            watchdog.start()  # a stopped browser makes the pending Playwright call raise
+            try:
+                page.set_up(task)
+            except Exception as exc:
+                if stalled.is_set():
+                    raise _SetUpStalled(
+                        f"sign-in/start page still running after {SET_UP_STALL_S:.0f} s"
+                    ) from exc
+                raise
+            finally:
+                watchdog.cancel()
             lap("set_up_s")
             logger.attach_to_cdp(chromium.endpoint, active_target=_focus(executors))
             logger.capture_state_snapshot("reset")
@@ -537,7 +558,14 @@ def _run_one(
     reset_s = task.reset()
     (sessions_dir / f"{task.instance_id}{SESSION_SUFFIX}").unlink(missing_ok=True)
     workspace = home / f"workspace-{numbers[task.instance_id]}"
-    result = run_v1_task(args, task, llm_server, sessions_dir, workspace)
+    for attempt in range(1, SET_UP_ATTEMPTS + 1):
+        try:
+            result = run_v1_task(args, task, llm_server, sessions_dir, workspace)
+            break
+        except _SetUpStalled as exc:
+            if attempt == SET_UP_ATTEMPTS:
+                raise DemoTaskError(f"{task.instance_id}: {exc}, {attempt} times") from None
+            print(f"{task.instance_id}: {exc}; again with a new browser", file=sys.stderr)
     duration = round(time.perf_counter() - started, 1)
     session: Path = result["session"]
     print(
