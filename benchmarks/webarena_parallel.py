@@ -41,7 +41,7 @@ RESET_SCRIPT = (
 
 def _run(
     sites: StandIns, reset_url: str, root: Path, workers: int, args: argparse.Namespace
-) -> tuple[float, dict[int, float]]:
+) -> tuple[float, dict[int, float], str]:
     sites.reset()
     for name in ("home", "tmp"):
         (root / name).mkdir(parents=True)
@@ -63,16 +63,18 @@ def _run(
         "--num-workers", str(workers),
         "--task-ids", *map(str, args.task_ids),
     ]  # fmt: skip
+    load_before = os.getloadavg()[0]
     started = time.perf_counter()
     completed = subprocess.run(command, env=environ, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - started
+    load = f"load average {load_before:.1f} at the start, {os.getloadavg()[1]:.1f} (5 min) at the end"
     if completed.returncode != 0:
         sys.exit(f"run_infer failed (N={workers}):\n{completed.stderr[-3000:]}")
     scores = {}
     for text in (root / "run" / "output.jsonl").read_text().splitlines():
         line = json.loads(text)
         scores[int(line["instance"]["task_id"])] = line["test_result"]["reward"]
-    return seconds, scores
+    return seconds, scores, load
 
 
 def main() -> None:
@@ -105,18 +107,24 @@ def main() -> None:
         thread.start()
         reset_url = f"http://127.0.0.1:{server.server_address[1]}/reset"
         try:
-            one, scores_one = _run(sites, reset_url, Path(tmp) / "n1", 1, args)
-            many, scores_many = _run(sites, reset_url, Path(tmp) / f"n{args.workers}", args.workers, args)
+            one, scores_one, load_one = _run(sites, reset_url, Path(tmp) / "n1", 1, args)
+            many, scores_many, load_many = _run(
+                sites, reset_url, Path(tmp) / f"n{args.workers}", args.workers, args
+            )
         finally:
             server.shutdown()
             server.server_close()
             thread.join()
     same = scores_one == scores_many
+    expected = 1.0 if args.trajectory == "success" else 0.0
+    off_script = sorted(t for t, score in scores_one.items() if score != expected)
     print(f"{len(args.task_ids)} tasks ({args.trajectory}), run_infer --sdk v1 --dataset webarena")
-    print(f"  --num-workers 1:            {one:8.1f} s")
-    print(f"  --num-workers {args.workers}:            {many:8.1f} s")
+    print(f"  --num-workers 1:            {one:8.1f} s   ({load_one})")
+    print(f"  --num-workers {args.workers}:            {many:8.1f} s   ({load_many})")
+    print(f"  CPU cores:                  {os.cpu_count()}")
     print(f"  wall-time ratio N={args.workers} / N=1:  {many / one:8.2f}")
     print(f"  same score per task:        {same}")
+    print(f"  tasks not scoring {expected} at N=1: {off_script}")
     sys.exit(0 if same else 1)
 
 

@@ -12,6 +12,10 @@ process, none alive afterwards.
 
 The tasks: 27 (reddit, string_match, Verified: retrieve), 377 (map, url_match, Verified: navigate),
 404 (reddit, program_html, Verified: mutate, so the default ``--reset-when mutate`` resets for it).
+``--mode direct`` runs again with ``--num-workers 2`` (one child run_infer per task, the two
+read-only tasks on different sites side by side, 404 never beside 27 on reddit): the same scores as
+one worker. The reset endpoint resets only the task's sites (``WEBARENA_TASK_SITES``), as a real
+per-site reset must while tasks on other sites run.
 """
 
 from __future__ import annotations
@@ -156,7 +160,10 @@ def deployment() -> Iterator[tuple[StandIns, ResetServer]]:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 query = {k: v[0] for k, v in parse_qs(urlsplit(self.path).query).items()}
-                sites.reset()
+                for name in query["WEBARENA_TASK_SITES"].split(","):  # only the task's sites
+                    with sites.sites[name].app.lock:
+                        sites.sites[name].app.sessions.clear()
+                        sites.sites[name].app.reset()
                 resets.calls.append(query)
                 self.send_response(200)
                 self.send_header("content-length", "0")
@@ -187,6 +194,7 @@ RESET_SCRIPT = (
 @dataclass
 class Run:
     mode: str
+    workers: int
     output: Path
     lines: dict[int, dict[str, Any]]
     resets: list[dict[str, str]]
@@ -194,7 +202,7 @@ class Run:
     environ: dict[str, str]
 
 
-def _run_infer(mode: str, root: Path, sites: StandIns, resets: ResetServer) -> Run:
+def _run_infer(mode: str, workers: int, root: Path, sites: StandIns, resets: ResetServer) -> Run:
     output, home, tmp = root / "run", root / "home", root / "tmp"
     home.mkdir(parents=True)
     tmp.mkdir()
@@ -224,6 +232,8 @@ def _run_infer(mode: str, root: Path, sites: StandIns, resets: ResetServer) -> R
         str(TRAJECTORIES),
         "--reset-cmd",
         f"{sys.executable} -c {json.dumps(RESET_SCRIPT)}",
+        "--num-workers",
+        str(workers),
         "--task-ids",
         *map(str, TASK_IDS),
     ]
@@ -245,7 +255,9 @@ def _run_infer(mode: str, root: Path, sites: StandIns, resets: ResetServer) -> R
             process.wait()
     run = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
     seconds = time.perf_counter() - started
-    print(f"\nrun_infer --dataset webarena --mode {mode}, {len(TASK_IDS)} tasks: {seconds:.1f} s")
+    print(
+        f"\nrun_infer --dataset webarena --mode {mode} --num-workers {workers}, {len(TASK_IDS)} tasks: {seconds:.1f} s"
+    )
     assert run.returncode == 0, run.stderr[-4000:]
     assert wait_for_no_marked_processes(marker) == []
     assert (server_url.read_bytes() if server_url.exists() else None) == server_url_before
@@ -254,7 +266,7 @@ def _run_infer(mode: str, root: Path, sites: StandIns, resets: ResetServer) -> R
     for text in (output / "output.jsonl").read_text().splitlines():
         line = json.loads(text)
         lines[line["instance"]["task_id"]] = line
-    return Run(mode, output, lines, resets.calls[calls_before:], seconds, environ)
+    return Run(mode, workers, output, lines, resets.calls[calls_before:], seconds, environ)
 
 
 E2E = os.environ.get("CDP_TEST_RUN_INFER_WEBARENA") == "1"
@@ -262,7 +274,12 @@ E2E = os.environ.get("CDP_TEST_RUN_INFER_WEBARENA") == "1"
 action); ``make test`` leaves them out unless this variable is 1."""
 
 
-@pytest.fixture(scope="module", params=["direct", "agent"])
+RUNS = [("direct", 1), ("agent", 1), ("direct", 2)]
+"""(mode, --num-workers); the N=2 run comes after the N=1 run it is compared with."""
+FINISHED: dict[tuple[str, int], Run] = {}
+
+
+@pytest.fixture(scope="module", params=RUNS, ids=["direct", "agent", "direct-n2"])
 def run(
     request: pytest.FixtureRequest,
     deployment: tuple[StandIns, ResetServer],
@@ -271,7 +288,11 @@ def run(
     if not E2E:
         pytest.skip("end-to-end run_infer --dataset webarena: set CDP_TEST_RUN_INFER_WEBARENA=1")
     sites, resets = deployment
-    return _run_infer(request.param, tmp_path_factory.mktemp(f"webarena-{request.param}"), sites, resets)
+    mode, workers = request.param
+    root = tmp_path_factory.mktemp(f"webarena-{mode}-n{workers}")
+    finished = _run_infer(mode, workers, root, sites, resets)
+    FINISHED[(mode, workers)] = finished
+    return finished
 
 
 def test_every_task_ran_in_browsergyms_webarena_env_with_capture(run: Run) -> None:
@@ -305,6 +326,22 @@ def test_reset_command_ran_for_the_mutate_task_with_its_sites(run: Run) -> None:
         assert call["WA_MAP"] == run.environ["WA_MAP"]
     assert run.lines[404]["metadata"]["reset_s"] is not None
     assert run.lines[27]["metadata"]["reset_s"] is None
+
+
+def test_same_scores_with_two_workers(run: Run) -> None:
+    """``--num-workers 2`` writes the same live and offline-relevant scores per task as one worker."""
+    if run.workers == 1:
+        pytest.skip("compared from the --num-workers 2 run")
+    single = FINISHED[(run.mode, 1)]
+
+    def scores(of: Run) -> dict[int, tuple[float, list[float]]]:
+        return {
+            t: (line["test_result"]["reward"], line["test_result"]["rewards"]) for t, line in of.lines.items()
+        }
+
+    assert scores(run) == scores(single)
+    assert run.lines[404]["metadata"]["reset_s"] is not None
+    print(f"wall time N=2 / N=1 ({run.mode}, {len(TASK_IDS)} tasks): {run.seconds / single.seconds:.2f}")
 
 
 def test_eval_infer_scores_the_output_as_live(run: Run) -> None:

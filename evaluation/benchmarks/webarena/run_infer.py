@@ -380,6 +380,28 @@ def _wait_longer_for_start(runtime: Any) -> None:
     runtime._wait_until_alive = types.MethodType(retry_with(stop=stop), runtime)
 
 
+@contextlib.contextmanager
+def _browser_env_waits_longer(browser_env: type) -> Iterator[None]:
+    """While in it, ``BrowserEnv`` waits ``RUNTIME_START_S`` instead of its fixed 200 s for its
+    BrowserGym process to come up.
+
+    That process answers only after the eval env's reset (sign-in on every site of the task with
+    BrowserGym's 1 s ``slow_mo`` per action). With ``--num-workers 2`` on a loaded machine (load 30-48
+    on 2 cores) two of them took over 200 s; BrowserEnv then closes its pipe and retries, and the retry
+    fails with "handle is closed" (OpenHands 1.6.0): both read-only tasks exited 1. The wait is read in
+    this process only (``check_alive``), so the spawned BrowserGym process is unchanged."""
+    original = browser_env.check_alive  # type: ignore[attr-defined]
+
+    def check_alive(self: Any, timeout: float = 60) -> bool:
+        return bool(original(self, timeout=max(timeout, RUNTIME_START_S)))
+
+    browser_env.check_alive = check_alive  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        browser_env.check_alive = original  # type: ignore[attr-defined]
+
+
 def run_direct_episode(
     env_id: str, plan: Sequence[str]
 ) -> tuple[list[dict[str, Any]], list[float], str | None, str | None]:
@@ -390,7 +412,8 @@ def run_direct_episode(
         BrowserEnv,
     )
 
-    env = BrowserEnv(env_id)
+    with _browser_env_waits_longer(BrowserEnv):
+        env = BrowserEnv(env_id)
     history: list[dict[str, Any]] = []
     try:
         goal = env.step(BROWSER_EVAL_GET_GOAL_ACTION)["text_content"]

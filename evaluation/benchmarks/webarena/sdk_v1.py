@@ -55,6 +55,14 @@ _QUIET_ENVIRONMENT = {
     "OPENHANDS_SUPPRESS_BANNER": "1",
 }
 """browser-use and the SDK phone home or print banners unless told not to (no network here)."""
+SET_UP_STALL_S = 240.0
+"""Sign-in and start page take 3-12 s at load 30; past this a Playwright call without a timeout is
+stuck (seen once in 164 episodes: task 12's sign-in never returned, its tab's renderer gone)."""
+SET_UP_ATTEMPTS = 3
+
+
+class _SetUpStalled(Exception):
+    """The task's sign-in/start page did not return within ``SET_UP_STALL_S`` (its browser was stopped)."""
 
 
 # -- the scripted plan ------------------------------------------------------------------------------
@@ -70,15 +78,22 @@ class PlannedCall:
     answer_selector: str | None = None
 
 
-def plan_calls(steps: Steps, expand: Callable[[str], str]) -> list[PlannedCall]:
-    """The V1 tool calls playing scripted steps (``expand`` fills in a step's URL); ``DemoTaskError``
-    for a verb V1 cannot play."""
+def plan_calls(
+    steps: Steps, expand: Callable[[str], str], substitute: Callable[[str], str] = lambda text: text
+) -> list[PlannedCall]:
+    """The V1 tool calls playing scripted steps; ``DemoTaskError`` for a verb V1 cannot play.
+
+    ``expand`` makes a ``goto`` step's URL (a bare path is on the task's first site); ``substitute``
+    fills site placeholders in every other part of a step (a typed URL: ``__GITLAB__/byteblaze``),
+    as V0's rehearsal does."""
     calls: list[PlannedCall] = []
     answered = False
-    for verb, *args in steps:
+    for verb, *raw in steps:
         if verb == "goto":
-            calls.append(PlannedCall("browser_navigate", {"url": expand(args[0])}))
-        elif verb == "click":
+            calls.append(PlannedCall("browser_navigate", {"url": expand(raw[0])}))
+            continue
+        args = [substitute(part) for part in raw]
+        if verb == "click":
             calls += [
                 PlannedCall("browser_get_state", {}),
                 PlannedCall("browser_click", {}, selector=args[0]),
@@ -306,7 +321,7 @@ def run_v1_task(
     plan: list[PlannedCall] = []
     streamed = {"chunks": 0}
     if args.llm_base_url is None:
-        plan = plan_calls(task.plans[args.trajectory], task.expand)
+        plan = plan_calls(task.plans[args.trajectory], task.expand, task.substitute)
     logger = CDPSessionLogger(sessions_dir, instance_id=task.instance_id)
     logger.task.update(
         {
@@ -318,13 +333,42 @@ def run_v1_task(
         }
     )
     workspace.mkdir(parents=True, exist_ok=True)
+    phases: dict[str, float] = {}
+    clock = [time.perf_counter()]
+
+    def lap(name: str) -> None:
+        now = time.perf_counter()
+        phases[name] = round(now - clock[0], 2)
+        clock[0] = now
+
+    def trace(what: str) -> None:
+        """``CDP_V1_TRACE=1``: the agent loop's timeline on stderr (seconds since the agent started)."""
+        if os.environ.get("CDP_V1_TRACE"):
+            print(f"  {time.perf_counter() - clock[0]:7.2f} {what}", file=sys.stderr, flush=True)
+
     with ChromiumProcess() as chromium:
+        lap("browser_s")
         executors = registry.setdefault(chromium.endpoint, [])  # this browser's, made by the tool set
         page = LivePage(chromium.endpoint, _focus(executors))
         try:
-            page.set_up(task)
+            stalled = threading.Event()
+            watchdog = threading.Timer(SET_UP_STALL_S, lambda: (stalled.set(), chromium.stop()))
+            watchdog.daemon = True
+            watchdog.start()  # a stopped browser makes the pending Playwright call raise
+            try:
+                page.set_up(task)
+            except Exception as exc:
+                if stalled.is_set():
+                    raise _SetUpStalled(
+                        f"sign-in/start page still running after {SET_UP_STALL_S:.0f} s"
+                    ) from exc
+                raise
+            finally:
+                watchdog.cancel()
+            lap("set_up_s")
             logger.attach_to_cdp(chromium.endpoint, active_target=_focus(executors))
             logger.capture_state_snapshot("reset")
+            lap("attach_s")
             llm_server.plan = plan
             llm_server.page = page
 
@@ -337,10 +381,13 @@ def run_v1_task(
                         answer = event.action.message
                     arguments = event.action.model_dump(mode="json", exclude={"kind"}) if event.action else {}
                     history.append({"tool": event.tool_name, "arguments": arguments})
+                    trace(f"action {event.tool_name}")
                     calls[event.tool_call_id] = f"{event.tool_name}({json.dumps(arguments, sort_keys=True)})"
                 elif isinstance(event, ObservationEvent) and event.tool_name in v1_tools.BROWSER_TOOLS:
                     action = calls.get(event.tool_call_id, event.tool_name)
+                    trace(f"observed {event.tool_name}")
                     logger.capture_state_snapshot("action", action=action)  # never raises
+                    trace("captured")
 
             def on_token(chunk: Any) -> None:
                 streamed["chunks"] += 1
@@ -371,8 +418,11 @@ def run_v1_task(
                 conversation.run()
             except Exception as exc:  # the episode ends; it is still scored and saved
                 error = f"{type(exc).__name__}: {exc}"
+            lap("agent_s")
             probe = logger.run_evaluation_probe(task.config, answer=answer)
+            lap("probe_s")
             path = logger.save_session(task.instance_id, final_answer=answer)
+            lap("save_s")
             with contextlib.suppress(Exception):
                 conversation.close()
         finally:
@@ -390,6 +440,7 @@ def run_v1_task(
         "reward": reward,
         "session": path,
         "plan": [call.tool for call in plan],
+        "phases": phases,
         "metrics": {"streamed_chunks": streamed["chunks"]} if getattr(args, "llm_stream", False) else {},
     }
 
@@ -507,11 +558,18 @@ def _run_one(
     reset_s = task.reset()
     (sessions_dir / f"{task.instance_id}{SESSION_SUFFIX}").unlink(missing_ok=True)
     workspace = home / f"workspace-{numbers[task.instance_id]}"
-    result = run_v1_task(args, task, llm_server, sessions_dir, workspace)
+    for attempt in range(1, SET_UP_ATTEMPTS + 1):
+        try:
+            result = run_v1_task(args, task, llm_server, sessions_dir, workspace)
+            break
+        except _SetUpStalled as exc:
+            if attempt == SET_UP_ATTEMPTS:
+                raise DemoTaskError(f"{task.instance_id}: {exc}, {attempt} times") from None
+            print(f"{task.instance_id}: {exc}; again with a new browser", file=sys.stderr)
     duration = round(time.perf_counter() - started, 1)
     session: Path = result["session"]
     print(
-        f"{task.instance_id}: reward {result['reward']} in {duration} s, session {session}",
+        f"{task.instance_id}: reward {result['reward']} in {duration} s {result['phases']}, session {session}",
         file=sys.stderr,
     )
     return {
@@ -527,7 +585,7 @@ def _run_one(
             "answer": result["answer"],
             "session": session.relative_to(output_dir).as_posix(),
         },
-        "metadata": metadata | {"duration_s": duration, "reset_s": reset_s},
+        "metadata": metadata | {"duration_s": duration, "reset_s": reset_s, "phases": result["phases"]},
     }
 
 

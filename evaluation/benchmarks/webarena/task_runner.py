@@ -57,6 +57,10 @@ class TaskRun:
         """A scripted step's URL with ``__SITE__`` placeholders (or a bare path: the first site) filled in."""
         if text.startswith("/"):
             return self.site_urls[str(self.config["sites"][0]).upper()] + text
+        return self.substitute(text)
+
+    def substitute(self, text: str) -> str:
+        """A scripted step's text with ``__SITE__`` placeholders filled in (a typed URL, an answer)."""
         return str(substitute_placeholders(text, self.site_urls, where="the scripted step"))
 
     def set_up(self, page: Any) -> None:
