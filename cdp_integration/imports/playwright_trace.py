@@ -585,8 +585,11 @@ def _headers(raw: Any) -> list[tuple[str, str]]:
 
 
 def _joined(headers: list[tuple[str, str]]) -> dict[str, str]:
+    """Header names lower-cased, as the capture stores them (readers look ``content-type`` up so),
+    repeated headers joined by newlines."""
     out: dict[str, str] = {}
     for name, value in headers:
+        name = name.lower()
         out[name] = f"{out[name]}\n{value}" if name in out else value
     return out
 
@@ -637,7 +640,7 @@ def _exchange(trace: _Trace, number: int, entry: dict[str, Any], evaluator: set[
             method=_text(request.get("method")) or "GET",
             url=_text(request.get("url")),
             headers=request_headers,
-            headers_source="wire" if any(k.lower() == "accept" for k in request_headers) else "devtools",
+            headers_source="wire" if "accept" in request_headers else "devtools",
             post_data=_text(post.get("text")) or None,
             resource_type=_RESOURCE_TYPES.get(_text(entry.get("_resourceType")), "Other"),
         ),
@@ -738,7 +741,7 @@ class _Builder:
             exchange = _exchange(self.trace, self.network_done, entry, self.evaluator)
             self.network_done += 1
             exchanges.append(exchange)
-            cookie = exchange.request.headers.get("Cookie") or exchange.request.headers.get("cookie")
+            cookie = exchange.request.headers.get("cookie")
             if cookie:
                 self.jar.sent(exchange.request.url, cookie.split("\n")[0])
             response = exchange.response
@@ -871,6 +874,7 @@ def import_trace(
     """One ``trace.zip`` as an episode (task id from a ``<task_id>.zip`` name)."""
     limits = limits or SessionLimits.from_env()
     with ZipReader(path, zip_limits) as reader:
+        names = list(reader.names())
         trace = _read_trace(reader, limits)
         builder = _Builder(trace)
         steps, end_network, probe_pages = builder.steps()
@@ -884,6 +888,7 @@ def import_trace(
         }
     )
     task_id = _task_id(path)
+    has_network = any(n.endswith(".network") and "/" not in n for n in names)
     return ImportedEpisode(
         name=str(task_id) if task_id is not None else path.name.removesuffix(".zip"),
         source=str(path),
@@ -894,6 +899,7 @@ def import_trace(
         end_network=end_network,
         probe_pages=probe_pages,
         tool=trace.tool,
+        network_missing=None if has_network else "all traffic (the trace has no trace.network member)",
     )
 
 
