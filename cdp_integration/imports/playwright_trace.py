@@ -30,6 +30,7 @@ navigated, with no snapshot afterwards) has its URL but no DOM, so a question ab
 
 from __future__ import annotations
 
+import base64
 import html as html_lib
 import re
 from collections.abc import Iterator
@@ -37,6 +38,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import orjson
 
@@ -611,6 +613,32 @@ def _body(trace: _Trace, content: dict[str, Any], mime: str) -> tuple[str | None
         return None, False
 
 
+def _post_body(trace: _Trace, post: dict[str, Any]) -> tuple[str | None, bool]:
+    """A request's body: Playwright keeps it in a resource (``postData._file`` / ``_sha1``, with
+    ``text`` empty); ``text`` or, for a form, its ``params`` otherwise. Bounded like a response body;
+    bytes that are not UTF-8 are kept as base64."""
+    member = post.get("_file") or (
+        f"resources/{post['_sha1']}" if isinstance(post.get("_sha1"), str) else None
+    )
+    if isinstance(member, str) and trace.reader.has(member):
+        data = trace.reader.read(member, MAX_BODY_BYTES)
+        try:
+            return data.decode("utf-8"), False
+        except UnicodeDecodeError:
+            return base64.b64encode(data).decode("ascii"), True
+    if _text(post.get("text")):
+        return post["text"], False
+    params = post.get("params")
+    if isinstance(params, list) and params:
+        pairs = [
+            (p["name"], p["value"])
+            for p in params
+            if isinstance(p, dict) and isinstance(p.get("name"), str) and isinstance(p.get("value"), str)
+        ]
+        return urlencode(pairs), False
+    return None, False
+
+
 def _started(entry: dict[str, Any], trace: _Trace) -> float:
     text = _text(entry.get("startedDateTime"))
     try:
@@ -626,7 +654,8 @@ def _exchange(trace: _Trace, number: int, entry: dict[str, Any], evaluator: set[
     post = _obj(request.get("postData"))
     request_headers = _joined(_headers(request.get("headers")))
     mime = _text(content.get("mimeType"))
-    body, base64 = _body(trace, content, mime)
+    body, body_base64 = _body(trace, content, mime)
+    post_data, post_base64 = _post_body(trace, post) if post else (None, False)
     page = _text(entry.get("pageref")) or None
     status = int(_number(response.get("status"), -1))
     return NetworkExchange(
@@ -641,7 +670,8 @@ def _exchange(trace: _Trace, number: int, entry: dict[str, Any], evaluator: set[
             url=_text(request.get("url")),
             headers=request_headers,
             headers_source="wire" if "accept" in request_headers else "devtools",
-            post_data=_text(post.get("text")) or None,
+            post_data=post_data,
+            post_data_base64=post_base64,
             resource_type=_RESOURCE_TYPES.get(_text(entry.get("_resourceType")), "Other"),
         ),
         response=None
@@ -653,7 +683,7 @@ def _exchange(trace: _Trace, number: int, entry: dict[str, Any], evaluator: set[
             mime_type=mime.split(";")[0].strip(),
             redirect_url=_text(response.get("redirectURL")) or None,
             body=body,
-            body_base64=base64,
+            body_base64=body_base64,
         ),
     )
 

@@ -90,6 +90,8 @@ IMPORT_CASES = [
 string_match, string_match + url_match, program_html on another URL, each way. ~20 s each, so only
 with ``CDP_TEST_IMPORTS_FULL=1`` (``make test-imports``); ``make test`` imports the six above."""
 RUN_CASES = CASES + (IMPORT_CASES if os.environ.get("CDP_TEST_IMPORTS_FULL") == "1" else [])
+if RUN_CASES != CASES:  # the first test sets up every run: 14 browser-use runs take 5-10 min here
+    pytestmark = [pytestmark, pytest.mark.timeout(2400)]
 
 VERIFIED_PLANS = {
     "success": [
