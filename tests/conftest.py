@@ -144,11 +144,11 @@ def no_sockets(monkeypatch: pytest.MonkeyPatch) -> list[object]:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    """The import tests' per-format counts (``tests/integration/import_counts.py``), when any ran."""
+    """The import tests' per-format counts (``tests/integration/import_checks.py``), when any ran."""
     run_dir = config.stash.get(run_dir_key, None)
     if run_dir is None:
         return
-    from tests.integration.import_counts import summary_lines
+    from tests.integration.import_checks import summary_lines
 
     lines = summary_lines(run_dir)
     if lines:

@@ -213,7 +213,7 @@ def test_imported_histories_score_as_live_or_miss_loudly(runs: dict[str, Capture
 
     from cdp_integration.cli import cli
     from cdp_integration.errors import ReplayMissError
-    from tests.integration.import_counts import report
+    from tests.integration.import_checks import report, view_and_debug
 
     histories = runs[CASES[0].id].session.path.parent / "histories"  # type: ignore[union-attr]
     configs = tmp_path / "configs.json"
@@ -245,6 +245,11 @@ def test_imported_histories_score_as_live_or_miss_loudly(runs: dict[str, Capture
             continue
         counts["equal to live"] += 1
     report("browser-use", counts)
+    view_and_debug(tmp_path / f"{CASES[-2].task_id}.{CASES[-2].trajectory}.session.jsonl.gz", tmp_path)
+    from cdp_integration.evaluate.verified import verified_score
+
+    with pytest.raises(ReplayMissError, match=r"network log: .* lacks all traffic"):  # no HAR: no score
+        verified_score(load_session(tmp_path / "10000.success.session.jsonl.gz"), 20002)
     assert silent == []
     assert counts["imported"] == len(RUN_CASES)
     assert counts["equal to live"] >= 4

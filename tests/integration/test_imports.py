@@ -28,7 +28,7 @@ from cdp_integration.demo.job import DemoEpisode
 from cdp_integration.errors import ReplayMissError
 from cdp_integration.evaluate.scoring import evaluate_session
 from cdp_integration.session.store import PARTIAL_SUFFIX, SessionWriter, load_session
-from tests.integration.import_counts import report
+from tests.integration.import_checks import report, view_and_debug
 
 pytestmark = pytest.mark.integration
 
@@ -297,21 +297,32 @@ def test_traces_score_under_verified_as_our_capture(
     assert counts["loud miss"] == counts["imported"]
 
 
-def test_view_and_debug_work_on_an_imported_session(demo_corpus: list[DemoEpisode], tmp_path: Path) -> None:
+def test_view_and_debug_work_on_imported_traces_and_run_folders(
+    demo_corpus: list[DemoEpisode], tmp_path: Path
+) -> None:
     episode = next(e for e in demo_corpus if _trace_of(e).exists() and "program_html" in e.eval_types)
-    runner = CliRunner()
-    result = runner.invoke(cli, ["import", "playwright-trace", str(_trace_of(episode)), "-o", str(tmp_path)])
+    result = CliRunner().invoke(
+        cli, ["import", "playwright-trace", str(_trace_of(episode)), "-o", str(tmp_path / "trace")]
+    )
     assert result.exit_code == 0, result.output
-    session_path = result.stdout.strip()
-    session = load_session(session_path)
-    viewer = runner.invoke(cli, ["view", session_path, "-o", str(tmp_path / "view.html")])
-    assert viewer.exit_code == 0, viewer.output
-    assert f"({len(session.steps)} steps" in viewer.output
-    assert session.steps[-1].url in (tmp_path / "view.html").read_text()
-    stepper = runner.invoke(cli, ["debug", session_path], input="n\nq\n")
-    assert stepper.exit_code == 0, stepper.output
-    assert f"step      1 of {len(session.steps) - 1}" in stepper.output
-    assert session.steps[1].url in stepper.output
+    view_and_debug(Path(result.stdout.strip()), tmp_path / "trace")
+    # a Verified run folder (export-verified of an episode that navigated twice or more)
+    episode = next(e for e in demo_corpus if len(load_session(e.session).steps) >= 3 and e.task_id == 10036)
+    from cdp_integration.evaluate.verified import _official_catalog
+
+    shopping = min(
+        task_id
+        for task_id, task in _official_catalog().tasks.items()
+        if [str(getattr(site, "value", site)) for site in task.sites] == ["shopping"]
+    )
+    labelled = _labelled(episode, shopping, tmp_path / "labelled")
+    exported = CliRunner().invoke(cli, ["export-verified", str(labelled), "-o", str(tmp_path / "run")])
+    assert exported.exit_code == 0, exported.output
+    result = CliRunner().invoke(
+        cli, ["import", "verified", str(tmp_path / "run"), "-o", str(tmp_path / "verified")]
+    )
+    assert result.exit_code == 0, result.output
+    view_and_debug(Path(result.stdout.strip()), tmp_path / "verified")
 
 
 @contextlib.contextmanager
