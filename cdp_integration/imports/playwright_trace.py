@@ -33,12 +33,12 @@ from __future__ import annotations
 import base64
 import html as html_lib
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import orjson
 
@@ -48,6 +48,7 @@ from cdp_integration.imports.common import CookieJar, ImportedEpisode
 from cdp_integration.session.limits import SessionLimits, check_depth
 from cdp_integration.session.models import (
     FormControlState,
+    FrameState,
     NetworkExchange,
     PageResource,
     RequestInfo,
@@ -259,9 +260,17 @@ def _attributes(
 
 
 def render_snapshot_html(
-    frame: _FrameSnapshots, index: int, *, max_nodes: int = MAX_RENDERED_NODES
+    frame: _FrameSnapshots,
+    index: int,
+    *,
+    max_nodes: int = MAX_RENDERED_NODES,
+    frame_urls: Mapping[str, str] | None = None,
 ) -> _Rendered:
-    """The HTML of snapshot ``index`` of ``frame``, references expanded (iteratively, bounded)."""
+    """The HTML of snapshot ``index`` of ``frame``, references expanded (iteratively, bounded).
+
+    Playwright points an ``<iframe>``'s ``src`` at its own viewer (``/snapshot/<frameId>``); with
+    ``frame_urls`` (frame id -> the child frame's URL) the frame's URL is written back, so the
+    replay finds the child frame's document by it; an unknown frame id loses its ``src``."""
     snapshot = frame.raw[index]
     if frame.expanded_size(index, max_nodes) > max_nodes:
         raise SessionFormatError(
@@ -329,6 +338,15 @@ def render_snapshot_html(
         if name == "SCRIPT" or not _NAME.match(node[0]):
             continue
         attrs = node[1] if len(node) > 1 and type(node[1]) is dict else {}
+        if (
+            name in ("IFRAME", "FRAME")
+            and type(attrs.get("src")) is str
+            and attrs["src"].startswith("/snapshot/")
+        ):
+            attrs = {k: v for k, v in attrs.items() if k != "src"}
+            url = (frame_urls or {}).get(node[1]["src"].removeprefix("/snapshot/"))
+            if url is not None:
+                attrs["src"] = url
         if name == "TEMPLATE" and "__playwright_style_sheet_" in attrs:
             continue  # an adopted stylesheet Playwright serialized; not carried (see the fidelity notes)
         children = node[2:]
@@ -688,6 +706,18 @@ def _exchange(trace: _Trace, number: int, entry: dict[str, Any], evaluator: set[
     )
 
 
+def _origin(url: str) -> tuple[str, str | None, int | None] | None:
+    """(scheme, host, port) of an http(s) URL, else None (about:, data:, blob: frames)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https"):
+        return None
+    return parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80)
+
+
 def _is_document(entry: dict[str, Any]) -> bool:
     response = _obj(entry.get("response"))
     status = int(_number(response.get("status"), -1))
@@ -720,7 +750,9 @@ class _Builder:
     def _render(self, snapshot: _Snapshot) -> _Rendered:
         key = (snapshot.frame, snapshot.index)
         if key not in self.rendered:
-            self.rendered[key] = render_snapshot_html(self.trace.frames[snapshot.frame], snapshot.index)
+            self.rendered[key] = render_snapshot_html(
+                self.trace.frames[snapshot.frame], snapshot.index, frame_urls=self._frame_urls(snapshot)
+            )
         return self.rendered[key]
 
     def _latest(self, limit_line: int, extra_call: str | None) -> dict[str, _Snapshot]:
@@ -757,7 +789,42 @@ class _Builder:
             active=active,
             html=rendered.html,
             form_state=rendered.form_state,
+            frames=self._child_frames(snapshot),
         )
+
+    def _frame_urls(self, snapshot: _Snapshot) -> dict[str, str]:
+        """Frame id -> URL of each child frame of ``snapshot``'s page as of that snapshot (its
+        siblings of the same call and phase, else the frame's last snapshot before it)."""
+        urls: dict[str, str] = {}
+        for other in self.trace.snapshots:
+            if other.page == snapshot.page and not other.main and other.frame != snapshot.frame:
+                sibling = (other.call, other.phase) == (snapshot.call, snapshot.phase) and bool(snapshot.call)
+                if other.line <= snapshot.line or sibling:
+                    urls[other.frame] = other.url
+        return urls
+
+    def _child_frames(self, main: _Snapshot) -> list[FrameState]:
+        """The same-origin child frames Playwright snapshotted with ``main`` (one ``frame-snapshot``
+        per frame, same call and phase). Cross-origin ones are left out, as the capture leaves them:
+        the page's scripts cannot read them live, so the replay must not either."""
+        origin = _origin(main.url)
+        frames: list[FrameState] = []
+        for snapshot in self.trace.snapshots:
+            if (
+                snapshot.main
+                or snapshot.page != main.page
+                or (snapshot.call, snapshot.phase) != (main.call, main.phase)
+                or not main.call
+                or _origin(snapshot.url) != origin
+            ):
+                continue
+            frames.append(FrameState(url=snapshot.url, html=self._render(snapshot).html))
+        if any(
+            s.page == main.page and not s.main and _origin(s.url) not in (None, origin)
+            for s in self.trace.snapshots
+        ):
+            self.lacks.add("cross-origin child frames (left out, as the capture leaves them out)")
+        return frames
 
     def _traffic(self, until: float) -> tuple[list[NetworkExchange], list[PageResource]]:
         exchanges: list[NetworkExchange] = []

@@ -481,3 +481,52 @@ def test_typed_values_answer_on_the_agents_page_and_not_on_a_fresh_load(
     offline_fresh = replayed.context.new_page()
     offline_fresh.goto(url)
     assert offline_fresh.evaluate(TYPED) == fresh
+
+
+FRAMES = """() => [
+    document.querySelector('#inner').contentDocument.querySelector('#x').textContent,
+    document.querySelector('#other').contentDocument === null,
+]"""
+
+
+def test_same_origin_child_frames_answer_as_live(tmp_path: Path) -> None:
+    """A trace of a page with a same-origin and a cross-origin ``<iframe>`` (served by Playwright's
+    router in real Chromium): the imported page reads the same-origin frame's document as live and,
+    as live, not the cross-origin one (Playwright snapshots it; the import leaves it out)."""
+    from playwright.sync_api import Route
+
+    from cdp_integration.environment import CHROMIUM_ARGS, chromium_executable
+    from cdp_integration.replay import replay_step
+
+    pages = {
+        "http://frames.test/": "<title>Parent</title><h1>Parent</h1>"
+        "<iframe id='inner' src='/child.html'></iframe><iframe id='other' src='http://other.test/'></iframe>",
+        "http://frames.test/child.html": "<p id='x'>in the child frame</p>",
+        "http://other.test/": "<p id='x'>another site</p>",
+    }
+
+    def serve(route: Route) -> None:
+        route.fulfill(status=200, content_type="text/html", body=pages.get(route.request.url, ""))
+
+    with _shared_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium_executable(), args=list(CHROMIUM_ARGS))
+        try:
+            context = browser.new_context()
+            context.route("**/*", serve)
+            context.tracing.start(snapshots=True, screenshots=False)
+            page = context.new_page()
+            page.goto("http://frames.test/")
+            page.click("h1")
+            live = page.evaluate(FRAMES)
+            context.tracing.stop(path=str(tmp_path / "traces" / "9.zip"))
+        finally:
+            browser.close()
+    assert live == ["in the child frame", True]
+    result = CliRunner().invoke(
+        cli, ["import", "playwright-trace", str(tmp_path / "traces"), "-o", str(tmp_path / "out")]
+    )
+    assert result.exit_code == 0, result.output
+    session = load_session(result.stdout.strip())
+    tab = session.final_step.active_tab
+    assert tab is not None and [f.url for f in tab.frames] == ["http://frames.test/child.html"]
+    assert replay_step(session, -1).evaluate(FRAMES) == live
