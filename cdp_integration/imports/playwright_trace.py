@@ -31,9 +31,10 @@ navigated, with no snapshot afterwards) has its URL but no DOM, so a question ab
 from __future__ import annotations
 
 import base64
+import bisect
 import html as html_lib
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -264,12 +265,12 @@ def render_snapshot_html(
     index: int,
     *,
     max_nodes: int = MAX_RENDERED_NODES,
-    frame_urls: Mapping[str, str] | None = None,
+    frame_url: Callable[[str], str | None] | None = None,
 ) -> _Rendered:
     """The HTML of snapshot ``index`` of ``frame``, references expanded (iteratively, bounded).
 
     Playwright points an ``<iframe>``'s ``src`` at its own viewer (``/snapshot/<frameId>``); with
-    ``frame_urls`` (frame id -> the child frame's URL) the frame's URL is written back, so the
+    ``frame_url`` (frame id -> the child frame's URL) the frame's URL is written back, so the
     replay finds the child frame's document by it; an unknown frame id loses its ``src``."""
     snapshot = frame.raw[index]
     if frame.expanded_size(index, max_nodes) > max_nodes:
@@ -344,7 +345,7 @@ def render_snapshot_html(
             and attrs["src"].startswith("/snapshot/")
         ):
             attrs = {k: v for k, v in attrs.items() if k != "src"}
-            url = (frame_urls or {}).get(node[1]["src"].removeprefix("/snapshot/"))
+            url = frame_url(node[1]["src"].removeprefix("/snapshot/")) if frame_url else None
             if url is not None:
                 attrs["src"] = url
         if name == "TEMPLATE" and "__playwright_style_sheet_" in attrs:
@@ -746,12 +747,26 @@ class _Builder:
         self.resources_seen: set[str] = set()
         self.rendered: dict[tuple[str, int], _Rendered] = {}
         self.lacks: set[str] = set()
+        self.siblings: dict[tuple[str, str, str], dict[str, _Snapshot]] = {}
+        """(page, call, phase) -> child frame id -> its snapshot taken with that page snapshot."""
+        self.frame_history: dict[str, tuple[list[int], list[str]]] = {}
+        """Child frame id -> the trace lines and URLs of its snapshots, in order."""
+        for snapshot in trace.snapshots:
+            if not snapshot.main:
+                self.siblings.setdefault((snapshot.page, snapshot.call, snapshot.phase), {})[
+                    snapshot.frame
+                ] = snapshot
+                lines, urls = self.frame_history.setdefault(snapshot.frame, ([], []))
+                lines.append(snapshot.line)
+                urls.append(snapshot.url)
 
     def _render(self, snapshot: _Snapshot) -> _Rendered:
         key = (snapshot.frame, snapshot.index)
         if key not in self.rendered:
             self.rendered[key] = render_snapshot_html(
-                self.trace.frames[snapshot.frame], snapshot.index, frame_urls=self._frame_urls(snapshot)
+                self.trace.frames[snapshot.frame],
+                snapshot.index,
+                frame_url=lambda frame_id: self._frame_url(snapshot, frame_id),
             )
         return self.rendered[key]
 
@@ -792,38 +807,29 @@ class _Builder:
             frames=self._child_frames(snapshot),
         )
 
-    def _frame_urls(self, snapshot: _Snapshot) -> dict[str, str]:
-        """Frame id -> URL of each child frame of ``snapshot``'s page as of that snapshot (its
-        siblings of the same call and phase, else the frame's last snapshot before it)."""
-        urls: dict[str, str] = {}
-        for other in self.trace.snapshots:
-            if other.page == snapshot.page and not other.main and other.frame != snapshot.frame:
-                sibling = (other.call, other.phase) == (snapshot.call, snapshot.phase) and bool(snapshot.call)
-                if other.line <= snapshot.line or sibling:
-                    urls[other.frame] = other.url
-        return urls
+    def _frame_url(self, snapshot: _Snapshot, frame_id: str) -> str | None:
+        """The URL of child frame ``frame_id`` as of ``snapshot``: its sibling snapshot (same call and
+        phase), else its last snapshot before ``snapshot``. Indexed: a trace's iframes cost a lookup each."""
+        sibling = self.siblings.get((snapshot.page, snapshot.call, snapshot.phase), {}).get(frame_id)
+        if sibling is not None and snapshot.call:
+            return sibling.url
+        lines, urls = self.frame_history.get(frame_id, ([], []))
+        position = bisect.bisect_right(lines, snapshot.line)
+        return urls[position - 1] if position else None
 
     def _child_frames(self, main: _Snapshot) -> list[FrameState]:
         """The same-origin child frames Playwright snapshotted with ``main`` (one ``frame-snapshot``
         per frame, same call and phase). Cross-origin ones are left out, as the capture leaves them:
         the page's scripts cannot read them live, so the replay must not either."""
+        if not main.call:
+            return []
         origin = _origin(main.url)
         frames: list[FrameState] = []
-        for snapshot in self.trace.snapshots:
-            if (
-                snapshot.main
-                or snapshot.page != main.page
-                or (snapshot.call, snapshot.phase) != (main.call, main.phase)
-                or not main.call
-                or _origin(snapshot.url) != origin
-            ):
-                continue
-            frames.append(FrameState(url=snapshot.url, html=self._render(snapshot).html))
-        if any(
-            s.page == main.page and not s.main and _origin(s.url) not in (None, origin)
-            for s in self.trace.snapshots
-        ):
-            self.lacks.add("cross-origin child frames (left out, as the capture leaves them out)")
+        for snapshot in self.siblings.get((main.page, main.call, main.phase), {}).values():
+            if _origin(snapshot.url) == origin:
+                frames.append(FrameState(url=snapshot.url, html=self._render(snapshot).html))
+            elif _origin(snapshot.url) is not None:
+                self.lacks.add("cross-origin child frames (left out, as the capture leaves them out)")
         return frames
 
     def _traffic(self, until: float) -> tuple[list[NetworkExchange], list[PageResource]]:
