@@ -26,6 +26,12 @@ tabs; those opened after the last action are the end probe's pages (their snapsh
 state the evaluator saw). A page that loaded a new document after its last snapshot (a click that
 navigated, with no snapshot afterwards) has its URL but no DOM, so a question about it is a
 ``ReplayMissError``, never the previous page's answer.
+
+**Frames and network.** Same-origin child frames snapshotted with a page become its ``frames``
+(cross-origin ones are left out, as live scripts cannot read them); request and response bodies
+come from ``resources/`` (Playwright keeps a request's body there, ``postData.text`` empty), bounded;
+header names are lower-cased as the capture stores them, so WebArena-Verified reads the trace's
+document loads (wire headers) and form posts as it reads our own HAR.
 """
 
 from __future__ import annotations
