@@ -257,7 +257,7 @@ def test_traces_score_under_verified_as_our_capture(
         monkeypatch.setenv("SHOPPING", site)  # as WebArena's harness names its sites
         answers = tmp_path / f"{number}.answers.json"
         answers.write_text(json.dumps({str(t): s.final_answer for t, s in own.items()}))
-        for with_answers in (True, False):
+        for with_answers in (True, False) if number == 0 else (True,):  # loud once: cheaper in make test
             out = tmp_path / f"{number}.{with_answers}"
             args = ["eval", str(directory), "--import", "playwright-trace", "--scorer", "verified",
                     "--configs", str(tasks), "-o", str(out)]  # fmt: skip
@@ -294,7 +294,8 @@ def test_traces_score_under_verified_as_our_capture(
     report("playwright-trace-verified", counts)
     assert counts["silent"] == 0
     assert counts["imported"] >= 8 and counts["equal to live"] == counts["imported"]
-    assert counts["loud miss"] == counts["imported"]
+    first = sorted({_trace_of(e).parent for e in traced})[0]
+    assert counts["loud miss"] == len([e for e in traced if _trace_of(e).parent == first]) > 0
 
 
 def test_view_and_debug_work_on_imported_traces_and_run_folders(
