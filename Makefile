@@ -27,11 +27,14 @@ test-webarena: setup
 		tests/integration/test_webarena_v1.py
 
 # Imports of other tools' recordings at full size: Playwright traces of every demo task (the corpus
-# traces them all), and a real AgentLab study (AgentLab 0.4.2 in .cache/agentlab, see scripts/agentlab.sh).
+# traces them all), a real AgentLab study (AgentLab 0.4.2 in .cache/agentlab, see scripts/agentlab.sh),
+# and 12 browser-use histories (`make test` imports 6: each run costs ~20 s).
 test-imports: setup
 	scripts/agentlab.sh
 	CDP_TEST_IMPORTS_FULL=1 CDP_TEST_AGENTLAB=1 .venv/bin/python -m pytest -q --durations=10 -s \
 		tests/integration/test_imports.py tests/integration/test_import_agentlab.py
+	CDP_TEST_IMPORTS_FULL=1 .venv/bin/python -m pytest -q --durations=10 -s tests/integration/test_browser_use.py \
+		-k "imported_histories or offline_score"
 
 # The conformance suite on its four real applications with every task, the opt-in ones too (issue 19).
 test-conformance: setup

@@ -141,3 +141,17 @@ def no_sockets(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket.socket, "connect_ex", refuse)
     return attempts
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """The import tests' per-format counts (``tests/integration/import_checks.py``), when any ran."""
+    run_dir = config.stash.get(run_dir_key, None)
+    if run_dir is None:
+        return
+    from tests.integration.import_checks import summary_lines
+
+    lines = summary_lines(run_dir)
+    if lines:
+        terminalreporter.section("recordings imported (issue 22)")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -405,6 +405,7 @@ def _score_one(
             duration_ms=(time.perf_counter() - started) * 1000,
             trace=trace,
         )
+        record["test_result"]["provenance"] = _imported_provenance(Path(job.path))
         return _Outcome(orjson.dumps(record) + b"\n", error_type)
 
 
@@ -432,6 +433,18 @@ def _result_record(
         "test_result": test_result,
         "metadata": {"session_path": job.rel, "scorer": scorer or DEFAULT_SCORER},
     }
+
+
+def _imported_provenance(path: Path) -> str | None:
+    """``imported:<format>`` from the header of a session that failed to score (an imported one's
+    miss still says where it came from), else None; a header that cannot be read is None too."""
+    from cdp_integration.imports.common import imported_provenance
+    from cdp_integration.session.store import read_header
+
+    try:
+        return imported_provenance(read_header(path).options)
+    except (CDPIntegrationError, OSError, ValueError, RecursionError, MemoryError):
+        return None
 
 
 def _error_record(

@@ -33,8 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cdp_integration.errors import EvaluationError
+from cdp_integration.errors import EvaluationError, ReplayMissError
 from cdp_integration.har.export import session_har_entries
+from cdp_integration.imports.common import imported_provenance, imported_verified_gap
 from cdp_integration.session.store import Session, load_session
 
 if TYPE_CHECKING:
@@ -435,10 +436,14 @@ def verified_score(
     ``tasks_file``: task definitions in the package's format, instead of its dataset and the demo
     tasks. ``include_evaluator_traffic``: also count the live evaluator's own requests (off: they
     would be taken for the agent's last navigation). Raises ``EvaluationError`` when the session
-    cannot be scored (no or unknown task id, no site URL, invalid structured answer); an error
-    inside the package's evaluators is a result with status ``error``.
+    cannot be scored (no or unknown task id, no site URL, invalid structured answer) and
+    ``ReplayMissError`` when an imported session lacks what Verified scores (``imported_verified_gap``);
+    an error inside the package's evaluators is a result with status ``error``.
     """
     task_id = _session_task_id(session) if task_id is None else task_id
+    gap = imported_verified_gap(session)
+    if gap is not None:
+        raise ReplayMissError(gap)
     catalog = _catalog_for(task_id, tasks_file)
     task = catalog.tasks[task_id]
     response = adapt_answer(session.final_answer, task)
@@ -514,4 +519,5 @@ def verified_score_file(path: Path, configs: Mapping[int, dict[str, Any]] | None
         "error_type": "EvaluationError" if errored else None,
         "duration_ms": (time.perf_counter() - started) * 1000,
         "partial": not session.complete,
+        "provenance": imported_provenance(session.header.options),
     }

@@ -450,6 +450,7 @@ def import_agentlab_experiment(folder: Path) -> ImportedEpisode:
             "the DOM when the agent's preprocessor dropped the observation's DOMSnapshot (only dom_txt kept)",
         ],
         tool="agentlab",
+        network_missing="all traffic (AgentLab's step records hold no network log)",
     )
 
 

@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from cdp_integration.errors import SessionFormatError
 from cdp_integration.har.importer import load_har
@@ -94,6 +95,14 @@ def import_history(path: Path, har: Path | None = None) -> ImportedEpisode:
         "cookies and storage",
         "plain-HTTP traffic (browser-use's HAR keeps HTTPS only)",
     ]
+    if har is None:
+        network_missing: str | None = "all traffic (no HAR was recorded beside the history)"
+    elif any(urlsplit(step.url).scheme == "http" for step in steps):
+        network_missing = (
+            "plain-HTTP traffic (browser-use's HAR keeps HTTPS only; the run visited http:// pages)"
+        )
+    else:
+        network_missing = None
     if not final_state_known:
         lacks.append("the state after the last step's actions (only its start state is recorded)")
     name = path.name.removesuffix(HISTORY_SUFFIX).removesuffix(".history")
@@ -105,6 +114,7 @@ def import_history(path: Path, har: Path | None = None) -> ImportedEpisode:
         steps=steps,
         final_answer=answer,
         final_url_known=final_state_known,
+        network_missing=network_missing,
         lacks=lacks,
         tool="browser-use",
     )

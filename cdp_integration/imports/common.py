@@ -31,6 +31,7 @@ __all__ = [
     "ImportedEpisode",
     "imported_gap",
     "imported_provenance",
+    "imported_verified_gap",
     "load_answers",
     "read_json_file",
     "write_episode",
@@ -62,6 +63,44 @@ def imported_gap(session_options: Mapping[str, Any], eval_types: list[str]) -> s
     return None
 
 
+def imported_verified_gap(session: Session) -> str | None:
+    """Why WebArena-Verified cannot score an imported ``session`` on what its recording held, or None.
+
+    Verified scores the agent's response and the agent's network log (its last navigation, its
+    POSTs). A recording without the answer (a trace without ``--answers``) or without the agent's
+    traffic (no HAR, browser-use's HTTPS-only HAR of a plain-HTTP site), or whose page loads lack
+    the request headers Verified tells navigations by, would be scored on a made-up input: a miss.
+    """
+    imported = session.header.options.get("imported")
+    if not isinstance(imported, Mapping):
+        return None
+    fmt = imported.get("format")
+    if imported.get("answer_known") is False and fmt != "verified":  # a run folder holds the response
+        return (
+            f"WebArena-Verified needs the agent's final answer: the imported {fmt} recording does not hold "
+            "it (pass it with cdp-session import --answers)"
+        )
+    missing = imported.get("network_missing")
+    if isinstance(missing, str) and missing:
+        return (
+            f"WebArena-Verified needs the agent's network log: the imported {fmt} recording lacks {missing}"
+        )
+    for position, step in enumerate(session.steps):
+        for exchange in session.network_at(position):
+            request = exchange.request
+            if (
+                exchange.origin == "agent"
+                and request.resource_type == "Document"
+                and request.method == "GET"
+                and not any(name.lower() == "accept" for name in request.headers)
+            ):
+                return (
+                    "WebArena-Verified tells navigations by their request headers: the imported "
+                    f"{fmt} recording's page load {request.url[:120]} has none (step {step.index})"
+                )
+    return None
+
+
 def imported_provenance(session_options: Mapping[str, Any]) -> str | None:
     """``imported:<format>`` when the session was imported (its header's ``options.provenance``)."""
     value = session_options.get("provenance")
@@ -84,6 +123,8 @@ class ImportedEpisode:
     a transformed answer (Verified's structured response): ``--answers`` fills it in."""
     final_url_known: bool = True
     """False when the recording ends with actions whose resulting page was not recorded."""
+    network_missing: str | None = None
+    """What of the agent's traffic the recording lacks (WebArena-Verified scores it), None if it holds it."""
     lacks: list[str] = field(default_factory=list)
     """What the format does not hold (named in the header, so a miss can be explained)."""
     end_network: list[NetworkExchange] = field(default_factory=list)
@@ -176,6 +217,7 @@ def write_episode(
                 "tool": episode.tool,
                 "answer_known": answer_known,
                 "final_url_known": episode.final_url_known,
+                "network_missing": episode.network_missing,
             },
         },
         task=task,

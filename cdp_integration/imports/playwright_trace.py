@@ -26,17 +26,26 @@ tabs; those opened after the last action are the end probe's pages (their snapsh
 state the evaluator saw). A page that loaded a new document after its last snapshot (a click that
 navigated, with no snapshot afterwards) has its URL but no DOM, so a question about it is a
 ``ReplayMissError``, never the previous page's answer.
+
+**Frames and network.** Same-origin child frames snapshotted with a page become its ``frames``
+(cross-origin ones are left out, as live scripts cannot read them); request and response bodies
+come from ``resources/`` (Playwright keeps a request's body there, ``postData.text`` empty), bounded;
+header names are lower-cased as the capture stores them, so WebArena-Verified reads the trace's
+document loads (wire headers) and form posts as it reads our own HAR.
 """
 
 from __future__ import annotations
 
+import base64
+import bisect
 import html as html_lib
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode, urlsplit
 
 import orjson
 
@@ -46,6 +55,7 @@ from cdp_integration.imports.common import CookieJar, ImportedEpisode
 from cdp_integration.session.limits import SessionLimits, check_depth
 from cdp_integration.session.models import (
     FormControlState,
+    FrameState,
     NetworkExchange,
     PageResource,
     RequestInfo,
@@ -257,9 +267,17 @@ def _attributes(
 
 
 def render_snapshot_html(
-    frame: _FrameSnapshots, index: int, *, max_nodes: int = MAX_RENDERED_NODES
+    frame: _FrameSnapshots,
+    index: int,
+    *,
+    max_nodes: int = MAX_RENDERED_NODES,
+    frame_url: Callable[[str], str | None] | None = None,
 ) -> _Rendered:
-    """The HTML of snapshot ``index`` of ``frame``, references expanded (iteratively, bounded)."""
+    """The HTML of snapshot ``index`` of ``frame``, references expanded (iteratively, bounded).
+
+    Playwright points an ``<iframe>``'s ``src`` at its own viewer (``/snapshot/<frameId>``); with
+    ``frame_url`` (frame id -> the child frame's URL) the frame's URL is written back, so the
+    replay finds the child frame's document by it; an unknown frame id loses its ``src``."""
     snapshot = frame.raw[index]
     if frame.expanded_size(index, max_nodes) > max_nodes:
         raise SessionFormatError(
@@ -327,6 +345,15 @@ def render_snapshot_html(
         if name == "SCRIPT" or not _NAME.match(node[0]):
             continue
         attrs = node[1] if len(node) > 1 and type(node[1]) is dict else {}
+        if (
+            name in ("IFRAME", "FRAME")
+            and type(attrs.get("src")) is str
+            and attrs["src"].startswith("/snapshot/")
+        ):
+            attrs = {k: v for k, v in attrs.items() if k != "src"}
+            url = frame_url(node[1]["src"].removeprefix("/snapshot/")) if frame_url else None
+            if url is not None:
+                attrs["src"] = url
         if name == "TEMPLATE" and "__playwright_style_sheet_" in attrs:
             continue  # an adopted stylesheet Playwright serialized; not carried (see the fidelity notes)
         children = node[2:]
@@ -585,8 +612,11 @@ def _headers(raw: Any) -> list[tuple[str, str]]:
 
 
 def _joined(headers: list[tuple[str, str]]) -> dict[str, str]:
+    """Header names lower-cased, as the capture stores them (readers look ``content-type`` up so),
+    repeated headers joined by newlines."""
     out: dict[str, str] = {}
     for name, value in headers:
+        name = name.lower()
         out[name] = f"{out[name]}\n{value}" if name in out else value
     return out
 
@@ -608,6 +638,32 @@ def _body(trace: _Trace, content: dict[str, Any], mime: str) -> tuple[str | None
         return None, False
 
 
+def _post_body(trace: _Trace, post: dict[str, Any]) -> tuple[str | None, bool]:
+    """A request's body: Playwright keeps it in a resource (``postData._file`` / ``_sha1``, with
+    ``text`` empty); ``text`` or, for a form, its ``params`` otherwise. Bounded like a response body;
+    bytes that are not UTF-8 are kept as base64."""
+    member = post.get("_file") or (
+        f"resources/{post['_sha1']}" if isinstance(post.get("_sha1"), str) else None
+    )
+    if isinstance(member, str) and trace.reader.has(member):
+        data = trace.reader.read(member, MAX_BODY_BYTES)
+        try:
+            return data.decode("utf-8"), False
+        except UnicodeDecodeError:
+            return base64.b64encode(data).decode("ascii"), True
+    if _text(post.get("text")):
+        return post["text"], False
+    params = post.get("params")
+    if isinstance(params, list) and params:
+        pairs = [
+            (p["name"], p["value"])
+            for p in params
+            if isinstance(p, dict) and isinstance(p.get("name"), str) and isinstance(p.get("value"), str)
+        ]
+        return urlencode(pairs), False
+    return None, False
+
+
 def _started(entry: dict[str, Any], trace: _Trace) -> float:
     text = _text(entry.get("startedDateTime"))
     try:
@@ -623,7 +679,8 @@ def _exchange(trace: _Trace, number: int, entry: dict[str, Any], evaluator: set[
     post = _obj(request.get("postData"))
     request_headers = _joined(_headers(request.get("headers")))
     mime = _text(content.get("mimeType"))
-    body, base64 = _body(trace, content, mime)
+    body, body_base64 = _body(trace, content, mime)
+    post_data, post_base64 = _post_body(trace, post) if post else (None, False)
     page = _text(entry.get("pageref")) or None
     status = int(_number(response.get("status"), -1))
     return NetworkExchange(
@@ -637,8 +694,9 @@ def _exchange(trace: _Trace, number: int, entry: dict[str, Any], evaluator: set[
             method=_text(request.get("method")) or "GET",
             url=_text(request.get("url")),
             headers=request_headers,
-            headers_source="wire" if any(k.lower() == "accept" for k in request_headers) else "devtools",
-            post_data=_text(post.get("text")) or None,
+            headers_source="wire" if "accept" in request_headers else "devtools",
+            post_data=post_data,
+            post_data_base64=post_base64,
             resource_type=_RESOURCE_TYPES.get(_text(entry.get("_resourceType")), "Other"),
         ),
         response=None
@@ -650,9 +708,21 @@ def _exchange(trace: _Trace, number: int, entry: dict[str, Any], evaluator: set[
             mime_type=mime.split(";")[0].strip(),
             redirect_url=_text(response.get("redirectURL")) or None,
             body=body,
-            body_base64=base64,
+            body_base64=body_base64,
         ),
     )
+
+
+def _origin(url: str) -> tuple[str, str | None, int | None] | None:
+    """(scheme, host, port) of an http(s) URL, else None (about:, data:, blob: frames)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https"):
+        return None
+    return parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80)
 
 
 def _is_document(entry: dict[str, Any]) -> bool:
@@ -683,11 +753,27 @@ class _Builder:
         self.resources_seen: set[str] = set()
         self.rendered: dict[tuple[str, int], _Rendered] = {}
         self.lacks: set[str] = set()
+        self.siblings: dict[tuple[str, str, str], dict[str, _Snapshot]] = {}
+        """(page, call, phase) -> child frame id -> its snapshot taken with that page snapshot."""
+        self.frame_history: dict[str, tuple[list[int], list[str]]] = {}
+        """Child frame id -> the trace lines and URLs of its snapshots, in order."""
+        for snapshot in trace.snapshots:
+            if not snapshot.main:
+                self.siblings.setdefault((snapshot.page, snapshot.call, snapshot.phase), {})[
+                    snapshot.frame
+                ] = snapshot
+                lines, urls = self.frame_history.setdefault(snapshot.frame, ([], []))
+                lines.append(snapshot.line)
+                urls.append(snapshot.url)
 
     def _render(self, snapshot: _Snapshot) -> _Rendered:
         key = (snapshot.frame, snapshot.index)
         if key not in self.rendered:
-            self.rendered[key] = render_snapshot_html(self.trace.frames[snapshot.frame], snapshot.index)
+            self.rendered[key] = render_snapshot_html(
+                self.trace.frames[snapshot.frame],
+                snapshot.index,
+                frame_url=lambda frame_id: self._frame_url(snapshot, frame_id),
+            )
         return self.rendered[key]
 
     def _latest(self, limit_line: int, extra_call: str | None) -> dict[str, _Snapshot]:
@@ -724,7 +810,33 @@ class _Builder:
             active=active,
             html=rendered.html,
             form_state=rendered.form_state,
+            frames=self._child_frames(snapshot),
         )
+
+    def _frame_url(self, snapshot: _Snapshot, frame_id: str) -> str | None:
+        """The URL of child frame ``frame_id`` as of ``snapshot``: its sibling snapshot (same call and
+        phase), else its last snapshot before ``snapshot``. Indexed: a trace's iframes cost a lookup each."""
+        sibling = self.siblings.get((snapshot.page, snapshot.call, snapshot.phase), {}).get(frame_id)
+        if sibling is not None and snapshot.call:
+            return sibling.url
+        lines, urls = self.frame_history.get(frame_id, ([], []))
+        position = bisect.bisect_right(lines, snapshot.line)
+        return urls[position - 1] if position else None
+
+    def _child_frames(self, main: _Snapshot) -> list[FrameState]:
+        """The same-origin child frames Playwright snapshotted with ``main`` (one ``frame-snapshot``
+        per frame, same call and phase). Cross-origin ones are left out, as the capture leaves them:
+        the page's scripts cannot read them live, so the replay must not either."""
+        if not main.call:
+            return []
+        origin = _origin(main.url)
+        frames: list[FrameState] = []
+        for snapshot in self.siblings.get((main.page, main.call, main.phase), {}).values():
+            if _origin(snapshot.url) == origin:
+                frames.append(FrameState(url=snapshot.url, html=self._render(snapshot).html))
+            elif _origin(snapshot.url) is not None:
+                self.lacks.add("cross-origin child frames (left out, as the capture leaves them out)")
+        return frames
 
     def _traffic(self, until: float) -> tuple[list[NetworkExchange], list[PageResource]]:
         exchanges: list[NetworkExchange] = []
@@ -738,7 +850,7 @@ class _Builder:
             exchange = _exchange(self.trace, self.network_done, entry, self.evaluator)
             self.network_done += 1
             exchanges.append(exchange)
-            cookie = exchange.request.headers.get("Cookie") or exchange.request.headers.get("cookie")
+            cookie = exchange.request.headers.get("cookie")
             if cookie:
                 self.jar.sent(exchange.request.url, cookie.split("\n")[0])
             response = exchange.response
@@ -871,6 +983,7 @@ def import_trace(
     """One ``trace.zip`` as an episode (task id from a ``<task_id>.zip`` name)."""
     limits = limits or SessionLimits.from_env()
     with ZipReader(path, zip_limits) as reader:
+        names = list(reader.names())
         trace = _read_trace(reader, limits)
         builder = _Builder(trace)
         steps, end_network, probe_pages = builder.steps()
@@ -884,6 +997,7 @@ def import_trace(
         }
     )
     task_id = _task_id(path)
+    has_network = any(n.endswith(".network") and "/" not in n for n in names)
     return ImportedEpisode(
         name=str(task_id) if task_id is not None else path.name.removesuffix(".zip"),
         source=str(path),
@@ -894,6 +1008,7 @@ def import_trace(
         end_network=end_network,
         probe_pages=probe_pages,
         tool=trace.tool,
+        network_missing=None if has_network else "all traffic (the trace has no trace.network member)",
     )
 
 

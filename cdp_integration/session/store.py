@@ -58,6 +58,7 @@ __all__ = [
     "SessionWriter",
     "load_session",
     "new_header",
+    "read_header",
 ]
 
 SESSION_SUFFIX = ".session.jsonl.gz"
@@ -644,6 +645,29 @@ def load_session(path: str | os.PathLike[str], *, limits: SessionLimits | None =
             )
         except OSError as exc:
             raise SessionFormatError(f"{source}: cannot read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+
+
+def read_header(path: str | os.PathLike[str], *, limits: SessionLimits | None = None) -> SessionHeader:
+    """The header record of a session file alone (its first record), without reading the steps: what
+    a caller needs about a session that could not be scored (e.g. its provenance)."""
+    path = Path(path)
+    source = str(path)
+    limits = limits or SessionLimits.from_env()
+    fd = open_regular_file(path, source)
+    try:
+        complete = [False]
+        blobs = _Blobs(source, limits)
+        lines = _iter_lines(fd, source, limits, complete)
+        for number, record, _size in _iter_records(lines, blobs, limits, complete):
+            if record.pop("type") != "header":
+                raise SessionFormatError(f"{source}: not a session file (the first record is no header)")
+            parsed: SessionHeader = _parse(SessionHeader, record, source, number)
+            return parsed
+        raise SessionFormatError(f"{source}: not a session file (no header record)")
+    except OSError as exc:
+        raise SessionFormatError(f"{source}: cannot read ({exc.strerror or exc})") from None
     finally:
         os.close(fd)
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -76,6 +78,21 @@ CASES = [
     Case(10036, "failure", 0.0, _SPEAKER),
 ]
 
+IMPORT_CASES = [
+    Case(10001, "success", 1.0, ()),
+    Case(10001, "failure", 0.0, ()),
+    Case(10018, "success", 1.0, ()),
+    Case(10018, "failure", 0.0, ()),
+    Case(10037, "success", 1.0, ()),
+    Case(10037, "failure", 0.0, ()),
+]
+"""More runs for ``cdp-session import browser-use`` (issue 22 asks for 10 real histories per format):
+string_match, string_match + url_match, program_html on another URL, each way. ~20 s each, so only
+with ``CDP_TEST_IMPORTS_FULL=1`` (``make test-imports``); ``make test`` imports the six above."""
+RUN_CASES = CASES + (IMPORT_CASES if os.environ.get("CDP_TEST_IMPORTS_FULL") == "1" else [])
+if RUN_CASES != CASES:  # the first test sets up every run: 14 browser-use runs take 5-10 min here
+    pytestmark = [pytestmark, pytest.mark.timeout(2400)]
+
 VERIFIED_PLANS = {
     "success": [
         ["navigate", "/search?q=keyboard"],
@@ -116,7 +133,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Capture
         async def run_all() -> None:
             from cdp_integration.integrations.browser_use import run_captured_agent
 
-            for case in CASES:
+            for case in RUN_CASES:
                 started = time.monotonic()
                 run = await demo.run_task(
                     case.task_id,
@@ -167,7 +184,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Capture
     yield captured
 
 
-@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+@pytest.mark.parametrize("case", RUN_CASES, ids=[case.id for case in RUN_CASES])
 def test_offline_score_equals_live_score(
     case: Case, runs: dict[str, Captured], no_sockets: list[object]
 ) -> None:
@@ -190,22 +207,27 @@ def test_offline_score_equals_live_score(
 def test_imported_histories_score_as_live_or_miss_loudly(runs: dict[str, Captured], tmp_path: Path) -> None:
     """``cdp-session import browser-use`` of the same runs' ``AgentHistoryList`` files (saved by
     browser-use's own ``save_to_file``): url_match and string_match equal live; program_html (no DOM
-    in a history) is a ``ReplayMissError``."""
+    in a history) is a ``ReplayMissError``. ``make test`` imports the six runs of ``CASES``,
+    ``make test-imports`` twelve (``IMPORT_CASES`` too)."""
     from click.testing import CliRunner
 
     from cdp_integration.cli import cli
     from cdp_integration.errors import ReplayMissError
+    from tests.integration.import_checks import report, view_and_debug
 
     histories = runs[CASES[0].id].session.path.parent / "histories"  # type: ignore[union-attr]
     configs = tmp_path / "configs.json"
-    configs.write_text(json.dumps([runs[case.id].session.task["config"] for case in CASES[::2]]))
+    by_task = {case.task_id: runs[case.id].session.task["config"] for case in RUN_CASES}
+    configs.write_text(json.dumps(list(by_task.values())))
     result = CliRunner().invoke(
         cli, ["import", "browser-use", str(histories), "-o", str(tmp_path), "--configs", str(configs)]
     )
     assert result.exit_code == 0, result.output + str(result.exception)
-    counts: dict[str, int] = {"equal to live": 0, "loud miss": 0}
-    for case in CASES:
+    counts: Counter[str] = Counter()
+    silent: list[str] = []
+    for case in RUN_CASES:
         imported = load_session(tmp_path / f"{case.task_id}.{case.trajectory}.session.jsonl.gz")
+        counts["imported"] += 1
         assert imported.header.options["provenance"] == "imported:browser-use"
         assert imported.final_answer == runs[case.id].final_answer
         assert imported.final_step.url == runs[case.id].session.final_step.url
@@ -213,14 +235,26 @@ def test_imported_histories_score_as_live_or_miss_loudly(runs: dict[str, Capture
         try:
             score = evaluate_session(imported, per_step=False)
         except ReplayMissError as exc:
-            assert "program_html" in eval_types, exc
+            assert "program_html" in eval_types, f"{case.id}: {exc}"  # what a history holds must answer
             counts["loud miss"] += 1
             continue
-        assert score.score == runs[case.id].live_score, case.id
         assert score.provenance == "imported:browser-use"
+        if score.score != runs[case.id].live_score:
+            silent.append(f"{case.id}: imported {score.score} != live {runs[case.id].live_score}")
+            counts["silent"] += 1
+            continue
         counts["equal to live"] += 1
-    print(f"\nbrowser-use imports: {counts}")
+    report("browser-use", counts)
+    view_and_debug(tmp_path / f"{CASES[-2].task_id}.{CASES[-2].trajectory}.session.jsonl.gz", tmp_path)
+    from cdp_integration.evaluate.verified import verified_score
+
+    with pytest.raises(ReplayMissError, match=r"network log: .* lacks all traffic"):  # no HAR: no score
+        verified_score(load_session(tmp_path / "10000.success.session.jsonl.gz"), 20002)
+    assert silent == []
+    assert counts["imported"] == len(RUN_CASES)
     assert counts["equal to live"] >= 4
+    if RUN_CASES != CASES:
+        assert counts["imported"] >= 10 and counts["equal to live"] >= 8
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])

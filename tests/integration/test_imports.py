@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,7 @@ from cdp_integration.demo.job import DemoEpisode
 from cdp_integration.errors import ReplayMissError
 from cdp_integration.evaluate.scoring import evaluate_session
 from cdp_integration.session.store import PARTIAL_SUFFIX, SessionWriter, load_session
+from tests.integration.import_checks import report, view_and_debug
 
 pytestmark = pytest.mark.integration
 
@@ -78,11 +80,15 @@ def check_traces(episodes: list[DemoEpisode], out: Path) -> Counter[str]:
         session = load_session(imported)
         assert session.header.options["provenance"] == "imported:playwright-trace"
         assert session.task["task_id"] == episode.task_id
+        counts["imported"] += 1
         outcome, score, detail = _score(imported)
         label = f"{episode.task_id}.{episode.trajectory} {episode.eval_types}"
         if outcome == "scored":
-            assert score == episode.live, f"{label}: imported {score} != live {episode.live}"
             assert detail == "imported:playwright-trace"
+            if score != episode.live:
+                print(f"  SILENT {label}: imported {score} != live {episode.live}")
+                counts["silent"] += 1
+                continue
             counts["equal to live"] += 1
         else:
             assert not _must_answer(episode.eval_types, "playwright-trace"), f"{label}: missed: {detail}"
@@ -146,53 +152,186 @@ def check_verified(episodes: list[DemoEpisode], out: Path) -> Counter[str]:
         assert (imported_verified.status, imported_verified.score) == (
             live_verified.status,
             live_verified.score,
-        ), (
+        ) and _evaluated(imported_verified) == _evaluated(live_verified), (
             f"{episode.task_id}.{episode.trajectory} as Verified {verified_id}: "
             f"{imported_verified.details} != {live_verified.details}"
         )
+        counts["imported"] += 1
         counts["verified equal"] += 1
         outcome, score, detail = _score(imported)
         label = f"{episode.task_id}.{episode.trajectory} {episode.eval_types}"
         if outcome == "scored":
-            assert score == episode.live, f"{label}: imported {score} != live {episode.live}"
-            counts["webarena equal to live"] += 1
+            if score != episode.live:
+                print(f"  SILENT {label}: imported {score} != live {episode.live}")
+                counts["silent"] += 1
+                continue
+            counts["equal to live"] += 1
         else:
             assert not _must_answer(episode.eval_types, "verified"), f"{label}: missed: {detail}"
-            counts["webarena loud miss"] += 1
+            counts["loud miss"] += 1
     return counts
+
+
+def _evaluated(result: Any) -> list[tuple[Any, ...]]:
+    """Each Verified evaluator's verdict and what it normalized from the response and the network."""
+    return [
+        (r["evaluator_name"], r["status"], r["score"], r["actual_normalized"])
+        for r in result.details["evaluators_results"]
+    ]
 
 
 def test_playwright_traces_score_as_live(demo_corpus: list[DemoEpisode], tmp_path: Path) -> None:
     counts = check_traces(demo_corpus, tmp_path)
-    print(f"\nplaywright-trace imports: {dict(counts)}")
-    assert counts["equal to live"] >= 10
+    report("playwright-trace", counts)
+    assert counts["silent"] == 0
+    assert counts["imported"] >= 10 and counts["equal to live"] >= 10
 
 
 def test_verified_runs_score_as_live(demo_corpus: list[DemoEpisode], tmp_path: Path) -> None:
     counts = check_verified(demo_corpus, tmp_path)
-    print(f"\nverified imports: {dict(counts)}")
+    report("verified", counts)
+    assert counts["silent"] == 0
     assert counts["verified equal"] >= 10
     # the WebArena scorer can answer only url_match from a run folder (no answer text, no DOM): every
     # recording is equal to live or loud (checked per episode), and the url_match ones are answered
-    assert counts["webarena equal to live"] + counts["webarena loud miss"] >= 10
-    assert counts["webarena equal to live"] >= 5
+    assert counts["equal to live"] + counts["loud miss"] >= 10
+    assert counts["equal to live"] >= 5
 
 
-def test_view_and_debug_work_on_an_imported_session(demo_corpus: list[DemoEpisode], tmp_path: Path) -> None:
+def _mirror(task_id: int, intent: str, evaluators: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "sites": ["shopping"], "task_id": task_id, "intent_template_id": task_id,
+        "start_urls": ["__SHOPPING__"], "intent": intent, "intent_template": intent,
+        "instantiation_dict": {}, "eval": evaluators, "revision": 1,
+    }  # fmt: skip
+
+
+def _response(task_type: str, schema: dict[str, Any], data: list[Any] | None = None) -> dict[str, Any]:
+    return {
+        "evaluator": "AgentResponseEvaluator",
+        "results_schema": schema,
+        "expected": {"task_type": task_type, "status": "SUCCESS", "retrieved_data": data},
+    }
+
+
+_NULL = {"type": "null"}
+VERIFIED_MIRRORS = [
+    _mirror(10000, "What is the SKU of the Cast Iron Skillet 10 inch?",
+            [_response("retrieve", {"type": "array", "items": {"type": "string"}}, ["DS-HK-003"])]),
+    _mirror(10003, "What is the SKU of the Yoga Mat Non-Slip?",
+            [_response("retrieve", {"type": "array", "items": {"type": "string"}}, ["DS-SP-001"])]),
+    _mirror(10014, "Show me the products in the Sports category.",
+            [_response("navigate", _NULL),
+             {"evaluator": "NetworkEventEvaluator", "expected": {"url": "__SHOPPING__/products?category=Sports"}}]),
+    _mirror(10018, "Open the cheapest product in the Sports category and tell me its price.",
+            [_response("retrieve", {"type": "array", "items": {"type": "number", "format": "currency"}}, [29.99]),
+             {"evaluator": "NetworkEventEvaluator", "expected": {"url": "__SHOPPING__/products/9"}}]),
+    _mirror(10036, "Add the Bluetooth Portable Speaker to my shopping cart.",
+            [_response("mutate", _NULL),
+             {"evaluator": "NetworkEventEvaluator",
+              "expected": {"url": "__SHOPPING__/cart/add", "http_method": "POST", "response_status": 302,
+                           "post_data": {"product_id": "3", "qty": "1"}}}]),
+]  # fmt: skip
+"""Demo tasks whose traced episodes are scored by WebArena-Verified: the same intents written in
+Verified's task format under the same ids (what the agent retrieves, where it navigates, what it
+posts), so Verified's verdict of each episode is the BrowserGym live reward too."""
+
+
+def test_traces_score_under_verified_as_our_capture(
+    demo_corpus: list[DemoEpisode], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``cdp-session eval TRACES --import playwright-trace --scorer verified``: WebArena-Verified's
+    HAR evaluator on the trace's network entries (wire headers of every document, the POST bodies)
+    scores each traced episode as it scores our own capture of it, and as the live reward; without
+    ``--answers`` (a trace holds no answer) each is a loud ``ReplayMissError``, provenance kept."""
+    from cdp_integration.evaluate.verified import verified_score
+
+    tasks = tmp_path / "verified_tasks.json"
+    tasks.write_text(json.dumps(VERIFIED_MIRRORS))
+    mirrored = {task["task_id"] for task in VERIFIED_MIRRORS}
+    traced = [e for e in demo_corpus if _trace_of(e).exists() and e.task_id in mirrored]
+    counts: Counter[str] = Counter()
+    # the corpus plays each task on a demo shop of its own: traces are scored in groups by shop
+    groups: dict[tuple[str, str], list[DemoEpisode]] = {}
+    for episode in traced:
+        site = load_session(episode.session).task["site_urls"]["SHOPPING"]
+        groups.setdefault((site, episode.trajectory), []).append(episode)
+    for number, ((site, _trajectory), group) in enumerate(sorted(groups.items())):
+        directory = tmp_path / f"traces-{number}"
+        directory.mkdir()
+        for episode in group:
+            shutil.copy(_trace_of(episode), directory / _trace_of(episode).name)
+        in_directory = {e.task_id: e for e in group}
+        own = {task_id: load_session(e.session) for task_id, e in in_directory.items()}
+        monkeypatch.setenv("SHOPPING", site)  # as WebArena's harness names its sites
+        answers = tmp_path / f"{number}.answers.json"
+        answers.write_text(json.dumps({str(t): s.final_answer for t, s in own.items()}))
+        for with_answers in (True, False) if number == 0 else (True,):  # loud once: cheaper in make test
+            out = tmp_path / f"{number}.{with_answers}"
+            args = ["eval", str(directory), "--import", "playwright-trace", "--scorer", "verified",
+                    "--configs", str(tasks), "-o", str(out)]  # fmt: skip
+            result = CliRunner().invoke(cli, args + (["--answers", str(answers)] if with_answers else []))
+            assert result.exit_code == 0, result.output
+            lines = [json.loads(line) for line in (out / "output.jsonl").read_text().splitlines()]
+            for line in lines:
+                task_id = int(line["instance_id"])
+                if task_id not in in_directory:
+                    continue
+                outcome = line["test_result"]
+                label = f"{task_id}.{in_directory[task_id].trajectory} (answers: {with_answers})"
+                assert outcome["provenance"] == "imported:playwright-trace", label
+                if not with_answers:
+                    assert outcome["error_type"] == "ReplayMissError", (label, outcome)
+                    assert "--answers" in outcome["error"]
+                    counts["loud miss"] += 1
+                    continue
+                counts["imported"] += 1
+                ours = verified_score(own[task_id], tasks_file=tasks)
+                imported_path = out / "imported" / f"{task_id}.session.jsonl.gz"
+                imported = verified_score(load_session(imported_path), tasks_file=tasks)
+                if (
+                    (outcome["score"], imported.score) != (ours.score, ours.score)
+                    or _evaluated(imported) != _evaluated(ours)
+                    or ours.score != in_directory[task_id].live
+                ):
+                    print(
+                        f"  SILENT {label}: {outcome['score']} / ours {ours.score} / live {in_directory[task_id].live}"
+                    )
+                    counts["silent"] += 1
+                    continue
+                counts["equal to live"] += 1
+    report("playwright-trace-verified", counts)
+    assert counts["silent"] == 0
+    assert counts["imported"] >= 8 and counts["equal to live"] == counts["imported"]
+    assert counts["loud miss"] == len(sorted(groups.items())[0][1]) > 0
+
+
+def test_view_and_debug_work_on_imported_traces_and_run_folders(
+    demo_corpus: list[DemoEpisode], tmp_path: Path
+) -> None:
     episode = next(e for e in demo_corpus if _trace_of(e).exists() and "program_html" in e.eval_types)
-    runner = CliRunner()
-    result = runner.invoke(cli, ["import", "playwright-trace", str(_trace_of(episode)), "-o", str(tmp_path)])
+    result = CliRunner().invoke(
+        cli, ["import", "playwright-trace", str(_trace_of(episode)), "-o", str(tmp_path / "trace")]
+    )
     assert result.exit_code == 0, result.output
-    session_path = result.stdout.strip()
-    session = load_session(session_path)
-    viewer = runner.invoke(cli, ["view", session_path, "-o", str(tmp_path / "view.html")])
-    assert viewer.exit_code == 0, viewer.output
-    assert f"({len(session.steps)} steps" in viewer.output
-    assert session.steps[-1].url in (tmp_path / "view.html").read_text()
-    stepper = runner.invoke(cli, ["debug", session_path], input="n\nq\n")
-    assert stepper.exit_code == 0, stepper.output
-    assert f"step      1 of {len(session.steps) - 1}" in stepper.output
-    assert session.steps[1].url in stepper.output
+    view_and_debug(Path(result.stdout.strip()), tmp_path / "trace")
+    # a Verified run folder (export-verified of an episode that navigated twice or more)
+    episode = next(e for e in demo_corpus if len(load_session(e.session).steps) >= 3 and e.task_id == 10036)
+    from cdp_integration.evaluate.verified import _official_catalog
+
+    shopping = min(
+        task_id
+        for task_id, task in _official_catalog().tasks.items()
+        if [str(getattr(site, "value", site)) for site in task.sites] == ["shopping"]
+    )
+    labelled = _labelled(episode, shopping, tmp_path / "labelled")
+    exported = CliRunner().invoke(cli, ["export-verified", str(labelled), "-o", str(tmp_path / "run")])
+    assert exported.exit_code == 0, exported.output
+    result = CliRunner().invoke(
+        cli, ["import", "verified", str(tmp_path / "run"), "-o", str(tmp_path / "verified")]
+    )
+    assert result.exit_code == 0, result.output
+    view_and_debug(Path(result.stdout.strip()), tmp_path / "verified")
 
 
 @contextlib.contextmanager
@@ -351,3 +490,52 @@ def test_typed_values_answer_on_the_agents_page_and_not_on_a_fresh_load(
     offline_fresh = replayed.context.new_page()
     offline_fresh.goto(url)
     assert offline_fresh.evaluate(TYPED) == fresh
+
+
+FRAMES = """() => [
+    document.querySelector('#inner').contentDocument.querySelector('#x').textContent,
+    document.querySelector('#other').contentDocument === null,
+]"""
+
+
+def test_same_origin_child_frames_answer_as_live(tmp_path: Path) -> None:
+    """A trace of a page with a same-origin and a cross-origin ``<iframe>`` (served by Playwright's
+    router in real Chromium): the imported page reads the same-origin frame's document as live and,
+    as live, not the cross-origin one (Playwright snapshots it; the import leaves it out)."""
+    from playwright.sync_api import Route
+
+    from cdp_integration.environment import CHROMIUM_ARGS, chromium_executable
+    from cdp_integration.replay import replay_step
+
+    pages = {
+        "http://frames.test/": "<title>Parent</title><h1>Parent</h1>"
+        "<iframe id='inner' src='/child.html'></iframe><iframe id='other' src='http://other.test/'></iframe>",
+        "http://frames.test/child.html": "<p id='x'>in the child frame</p>",
+        "http://other.test/": "<p id='x'>another site</p>",
+    }
+
+    def serve(route: Route) -> None:
+        route.fulfill(status=200, content_type="text/html", body=pages.get(route.request.url, ""))
+
+    with _shared_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium_executable(), args=list(CHROMIUM_ARGS))
+        try:
+            context = browser.new_context()
+            context.route("**/*", serve)
+            context.tracing.start(snapshots=True, screenshots=False)
+            page = context.new_page()
+            page.goto("http://frames.test/")
+            page.click("h1")
+            live = page.evaluate(FRAMES)
+            context.tracing.stop(path=str(tmp_path / "traces" / "9.zip"))
+        finally:
+            browser.close()
+    assert live == ["in the child frame", True]
+    result = CliRunner().invoke(
+        cli, ["import", "playwright-trace", str(tmp_path / "traces"), "-o", str(tmp_path / "out")]
+    )
+    assert result.exit_code == 0, result.output
+    session = load_session(result.stdout.strip())
+    tab = session.final_step.active_tab
+    assert tab is not None and [f.url for f in tab.frames] == ["http://frames.test/child.html"]
+    assert replay_step(session, -1).evaluate(FRAMES) == live

@@ -207,3 +207,34 @@ def test_code_in_a_pickle_never_runs(tmp_path: Path, where: str) -> None:
     with gzip.open(experiment / "step_0.pkl.gz", "rb") as file:
         pickle.load(file)
     assert marker.exists()
+
+
+def test_a_post_body_resource_over_the_body_bound_is_refused(tmp_path: Path) -> None:
+    """Playwright keeps a request's body in ``resources/`` (``postData._file``): one larger than the
+    body bound (17 MiB of random bytes, so no zip-bomb ratio refuses it first) is refused at the bound."""
+    from cdp_integration.imports.playwright_trace import MAX_BODY_BYTES
+
+    entry = {
+        "_monotonicTime": 2.0,
+        "pageref": "page@1",
+        "_resourceType": "document",
+        "request": {
+            "method": "POST",
+            "url": "http://shop.test/login",
+            "headers": [{"name": "Accept", "value": "text/html"}],
+            "postData": {"mimeType": "text/plain", "text": "", "_file": "resources/big.dat"},
+        },
+        "response": {"status": 302, "headers": [], "content": {"mimeType": "text/html"}},
+    }
+    path = tmp_path / "1.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
+        archive.writestr(
+            "trace.trace", "\n".join(json.dumps(e) for e in [*_HEAD, _snapshot(["HTML"])]) + "\n"
+        )
+        archive.writestr("trace.network", json.dumps({"type": "resource-snapshot", "snapshot": entry}) + "\n")
+        archive.writestr("resources/big.dat", os.urandom(MAX_BODY_BYTES + 1024**2))
+    assert_refused(
+        run_import(tmp_path, "playwright-trace", str(path)),
+        "resources/big.dat",
+        f"more than {MAX_BODY_BYTES}",
+    )

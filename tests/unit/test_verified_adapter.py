@@ -406,6 +406,7 @@ def test_verified_score_file_row(tmp_path: Path) -> None:
         "error_type": None,
         "duration_ms": row["duration_ms"],
         "partial": False,
+        "provenance": None,  # imported sessions say imported:<format>
     }
     assert row["duration_ms"] > 0
     json.dumps(row)
