@@ -1,7 +1,7 @@
 """Hostile recordings given to ``cdp-session import``: one line on stderr, exit 2, < 1 GB, < 30 s.
 
-Each case runs the real CLI in a fresh process under an address-space limit (a local runner: the
-shared ``tests/hostile.py`` was not on this branch), its peak RSS taken from the kernel (``wait4``).
+Each case runs the real CLI in a fresh process under an address-space limit (``tests/hostile.py``'s
+runner), its peak RSS taken from the kernel (``wait4``).
 The traces are built here with Python's ``zipfile`` in Playwright's layout, since the point is
 input Playwright never writes.
 """
@@ -13,53 +13,23 @@ import io
 import json
 import os
 import pickle
-import subprocess
-import sys
-import time
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from tests.hostile import run_cli_limited
+
 GB = 1024**3
 MAX_RSS = 1 * GB
 MAX_SECONDS = 30.0
-REPO = Path(__file__).parents[2]
-_CHILD = """import os, resource, sys
-from cdp_integration.cli import main
-sys.argv = ['cdp-session', *sys.argv[1:]]
-try:
-    main()
-finally:
-    with open(os.environ['PEAK_RSS_FILE'], 'w') as out:
-        out.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024))
-"""
 
 
 def run_import(tmp_path: Path, *args: str) -> tuple[int, str, int, float]:
     """``cdp-session import ARGS -o OUT`` limited: (exit code, stderr, peak RSS bytes, seconds)."""
-    from tests.hostile import _LAUNCHER  # the peak RSS of the CLI alone, not of this process
-
-    started = time.monotonic()
-    proc = subprocess.Popen(
-        [
-            sys.executable, "-c", _LAUNCHER, str(tmp_path / "peak_rss_kb"), str(4 * GB),
-            sys.executable, "-c", _CHILD, "import", *args, "-o", str(tmp_path / "out"),
-        ],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(REPO), "PEAK_RSS_FILE": str(tmp_path / "peak_rss")},
-    )  # fmt: skip
-    try:
-        _stdout, stderr = proc.communicate(timeout=4 * MAX_SECONDS)
-    except subprocess.TimeoutExpired:  # the time assertion reports it
-        proc.kill()
-        _stdout, stderr = proc.communicate()
-    seconds = time.monotonic() - started
-    launched = tmp_path / "peak_rss_kb"
-    peak = int(launched.read_text()) * 1024 if launched.exists() else MAX_RSS
-    return proc.returncode, stderr.decode(errors="replace"), peak, seconds
+    run = run_cli_limited("import", *args, "-o", str(tmp_path / "out"), cwd=tmp_path)
+    peak = run.peak_rss if run.peak_rss >= 0 else MAX_RSS  # not reported: killed, counts as too much
+    return run.returncode, run.stderr, peak, run.seconds
 
 
 def assert_refused(result: tuple[int, str, int, float], *needles: str) -> None:
