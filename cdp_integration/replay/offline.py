@@ -202,7 +202,10 @@ class OfflineBrowser:
         self._ensure()
         context = self._idle.pop() if self._idle else self._new_context()
         try:
-            page = self._spare(context) or context.new_page()
+            # The spare's URL carries its marker fragment: a document shown by URL replaces it, one set
+            # as content (about:blank, a tab that never navigated) would keep it in `location.href`.
+            by_url = urlsplit(document.url).scheme in ("http", "https")
+            page = (self._spare(context) if by_url else None) or context.new_page()
         except Exception:
             with contextlib.suppress(Exception):
                 context.close()

@@ -47,4 +47,21 @@ def test_the_next_question_gets_a_fresh_prestarted_page(sandbox: OfflineBrowser)
         assert page.evaluate(READ) == fresh == ["", 0, 0, "", fresh[4], "undefined", "null"]
         page.evaluate("() => { window.name = 'again'; localStorage.setItem('k', 'v'); }")
         sandbox.release(page)
-    assert len([p for p in context.pages if not p.is_closed()]) == 1  # only the next spare
+    spares = [p for p in context.pages if not p.is_closed()]
+    if not spares:  # Chromium created it; Playwright may not have announced it yet
+        context.wait_for_event("page", timeout=30_000)
+        spares = [p for p in context.pages if not p.is_closed()]
+    assert len(spares) == 1  # only the next spare
+
+
+def test_a_blank_document_never_shows_the_spare_pages_marker(sandbox: OfflineBrowser) -> None:
+    """A tab that never navigated is ``about:blank`` live; the spare page's URL has a marker fragment,
+    which a document set as content would keep (found by the differential sample: ``location.href``
+    of a new tab answered ``about:blank#cdp-integration-...``)."""
+    first = sandbox.open(ReplayDocument(url="http://shop.test/a", html="<p>a</p>"))
+    sandbox.release(first)
+    blank = sandbox.open(ReplayDocument(url="about:blank", html="<html><head></head><body></body></html>"))
+    try:
+        assert blank.evaluate("[location.href, location.hash, history.length]") == ["about:blank", "", 1]
+    finally:
+        sandbox.release(blank)
