@@ -65,6 +65,18 @@ def _origin(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}" if parts.scheme in ("http", "https") else ""
 
 
+def _loads_document(exchange: NetworkExchange, tab: TabState) -> bool:
+    """``exchange`` is a load of ``tab``'s current document: its final (non-redirect) response."""
+    response = exchange.response
+    return (
+        exchange.tab_id == tab.tab_id
+        and exchange.request.resource_type == "Document"
+        and response is not None
+        and not 300 <= response.status < 400
+        and _same_document(exchange.request.url, tab.url)
+    )
+
+
 def _same_document(a: str, b: str) -> bool:
     return urldefrag(a)[0] == urldefrag(b)[0]
 
@@ -385,14 +397,7 @@ class MockBrowserContext(BrowserContext):
         exchanges = [e for step in self._session.steps[: self._position + 1] for e in step.network]
         final = None
         for exchange in exchanges:
-            response = exchange.response
-            if (
-                exchange.tab_id == tab.tab_id
-                and exchange.request.resource_type == "Document"
-                and response is not None
-                and not 300 <= response.status < 400
-                and _same_document(exchange.request.url, tab.url)
-            ):
+            if _loads_document(exchange, tab):
                 final = exchange
         if final is None:
             return None
@@ -477,14 +482,7 @@ class MockBrowserContext(BrowserContext):
         loaded = None
         for position, step in enumerate(steps):
             for exchange in step.network:
-                response = exchange.response
-                if (
-                    exchange.tab_id == tab.tab_id
-                    and exchange.request.resource_type == "Document"
-                    and response is not None
-                    and not 300 <= response.status < 400
-                    and _same_document(exchange.request.url, tab.url)
-                ):
+                if _loads_document(exchange, tab):
                     loaded = position
         if loaded is not None and loaded >= run:
             return loaded, ""
