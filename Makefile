@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`. Both set up what is missing first.
-.PHONY: setup demo test test-webarena test-imports test-conformance check-fidelity check-wheel bench lint
+.PHONY: setup demo test test-webarena test-imports test-conformance check-fidelity check-wheel bench bench-webarena lint
 
 setup:
 	@scripts/setup.sh
@@ -62,6 +62,11 @@ bench: setup
 	.venv/bin/python benchmarks/offline_vs_live.py --keep .cache/bench-sessions || status=1; \
 	.venv/bin/python benchmarks/eval_throughput.py --sessions .cache/bench-sessions --count 2000 || status=1; \
 	exit $$status
+
+# run_infer --sdk v1 on the 41 curated ids with --num-workers 1 then 2 (~10 min): both wall times, the
+# ratio, and whether every task got the same score (exit 1 if not).
+bench-webarena: setup
+	.venv/bin/python benchmarks/webarena_parallel.py
 
 lint: setup
 	.venv/bin/ruff check . && .venv/bin/ruff format --check . && .venv/bin/mypy

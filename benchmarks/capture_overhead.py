@@ -177,7 +177,7 @@ def detach_logger(env: Any, logger: CDPSessionLogger) -> None:
     """Undo ``attach_to_browsergym_env``: close its CDP sessions and drop its instance-level wraps."""
     logger.detach()
     core = env.unwrapped
-    for name in ("reset", "step", "_task_validate"):
+    for name in ("reset", "step", "_task_validate", "_get_obs"):
         core.__dict__.pop(name, None)
 
 
@@ -584,7 +584,7 @@ def main(argv: list[str] | None = None) -> int:
             )  # fmt: skip
             plain_demo, plain_big = captures["plain Playwright page"]
             progress("offline scoring of a reconstructed answer")
-            reconstructed = reconstructed_scoring(pw, site.base_url, session_root, args.captures * 5)
+            reconstructed = reconstructed_scoring(pw, site.base_url, session_root, args.captures * 15)
             profiles = []
             if args.profile:
                 for path in ("/search?q=a", BIG_PATH):

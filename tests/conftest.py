@@ -1,4 +1,4 @@
-"""Session-wide set-up: one scratch directory per test run, the demo corpus (recorded in the
+"""Session-wide set-up: one scratch directory per test run (``TMPDIR`` too), the demo corpus (recorded in the
 background as soon as a collected test needs it), the order and grouping of test modules for
 pytest-xdist, and the ``no_sockets`` fixture.
 
@@ -48,6 +48,7 @@ worker starts one last."""
 
 run_dir_key: pytest.StashKey[Path] = pytest.StashKey()
 recording_key: pytest.StashKey[CorpusRecording] = pytest.StashKey()
+saved_tmpdir_key: pytest.StashKey[str | None] = pytest.StashKey()
 
 
 def _needs_corpus(item: pytest.Item) -> bool:
@@ -64,6 +65,14 @@ def pytest_configure(config: pytest.Config) -> None:
     run_dir = Path(tempfile.mkdtemp(prefix="cdp-test-run-"))
     config.stash[run_dir_key] = run_dir
     os.environ[RUN_DIR_VARIABLE] = str(run_dir)
+    # Every temporary file of the run (pytest's tmp_path, Chromium's and Playwright's profiles and
+    # artifacts, a killed child's leftovers) lands in the run directory, removed at the end.
+    # pytest's own tmp_path stays where it was: paths below it must stay short (Chromium's sockets).
+    temporary = run_dir / "tmp"
+    temporary.mkdir()
+    config.stash[saved_tmpdir_key] = os.environ.get("TMPDIR")
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
+    os.environ["TMPDIR"] = tempfile.tempdir = str(temporary)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -76,6 +85,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     recording.stop()
     shutil.rmtree(run_dir, ignore_errors=True)
     os.environ.pop(RUN_DIR_VARIABLE, None)
+    saved = config.stash.get(saved_tmpdir_key, None)
+    if saved is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = saved
+    tempfile.tempdir = None
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:

@@ -25,6 +25,7 @@ question is a ``SandboxTimeoutError``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import html as html_module
@@ -160,6 +161,8 @@ class OfflineBrowser:
         self._shown: dict[Any, _Shown] = {}
         self._local = threading.local()
         self._fired = threading.Event()
+        self._pending: set[Any] = set()
+        """Playwright calls started and not waited for (``_background``), kept until they finish."""
         self.timeouts = 0
         """Questions stopped by the time limit in this process."""
         self.blocked: list[str] = []
@@ -245,8 +248,44 @@ class OfflineBrowser:
                 "browserContextId"
             ]
         marker = f"about:blank#cdp-integration-{uuid.uuid4().hex}"
-        self._browser_cdp.send("Target.createTarget", {"url": marker, "browserContextId": context_id})
+        params = {"url": marker, "browserContextId": context_id}
+        self._background(
+            self._browser_cdp,
+            lambda impl: impl.send("Target.createTarget", params, None),
+            lambda: self._browser_cdp.send("Target.createTarget", params),
+        )
         self._spares[context] = marker
+
+    def _background(self, owner: Any, call: Any, fallback: Any) -> None:
+        """Start the Playwright call ``call(owner's implementation)`` without waiting for it: it goes out
+        with the next run of Playwright's event loop (``_send_now``) and completes while the scorer
+        works. Only for calls whose outcome nothing waits on (an error is dropped: a spare that never
+        comes is replaced by a page of its own, a page that does not close goes with its context).
+        Where this Playwright has no such internals, ``fallback()`` makes the call and waits."""
+        try:
+            loop, impl = owner._loop, owner._impl_obj
+            if loop.is_closed():
+                raise RuntimeError("closed")
+            task = loop.create_task(call(impl))
+        except Exception:
+            with contextlib.suppress(Exception):
+                fallback()
+            return
+        task._log_destroy_pending = False  # a process may end before the call went out
+        self._pending.add(task)
+        task.add_done_callback(self._finished)
+
+    @staticmethod
+    def _send_now(owner: Any) -> None:
+        """Run Playwright's event loop once, so the calls ``_background`` started go out now (not with
+        the next question's first call) and Chromium works on them while the scorer does not."""
+        with contextlib.suppress(Exception):
+            owner._sync(asyncio.sleep(0))
+
+    def _finished(self, task: Any) -> None:
+        self._pending.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: an error here is expected and of no use
 
     def _load(self, page: Any, document: ReplayDocument) -> None:
         """Load ``document`` into the fresh ``page``, then re-create what its HTML cannot carry."""
@@ -298,10 +337,14 @@ class OfflineBrowser:
                             other.close()
                     context.clear_cookies()
                     self._prepare_spare(context, cdp)  # after the wipe: it starts from nothing
-                finally:
+                except BaseException:
                     with contextlib.suppress(Exception):
                         cdp.detach()
-                page.close()
+                    raise
+                # Closing the page ends its CDP session too. Neither is waited for: the question is
+                # answered, and the next one's page is the spare.
+                self._background(page, lambda impl: impl.close(None, None), page.close)
+                self._send_now(page)
             self._idle.append(context)
         except Exception:
             if context is not None:

@@ -11,6 +11,7 @@ import html
 import json
 import re
 import secrets
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -166,6 +167,12 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, app: SiteApp) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.app = app
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A browser dropping its connection (a tab or Chromium closed) is normal; anything else is
+        printed as usual."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
 class RunningSite:
