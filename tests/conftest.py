@@ -10,6 +10,7 @@ of the suite instead of blocking it. Without ``-n`` the same order applies in on
 
 from __future__ import annotations
 
+import multiprocessing.util
 import os
 import shutil
 import socket
@@ -72,6 +73,9 @@ def pytest_configure(config: pytest.Config) -> None:
     temporary.mkdir()
     config.stash[saved_tmpdir_key] = os.environ.get("TMPDIR")
     os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
+    # multiprocessing removes its own directory at exit, after this run directory is gone: it stays
+    # where it was too.
+    multiprocessing.util.get_temp_dir()
     os.environ["TMPDIR"] = tempfile.tempdir = str(temporary)
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 import pytest
 
+from tests.hostile import MAX_STRETCH, wall_bound
 from tests.integration.sandbox_sessions import document_exchange, target, write_session
 
 pytestmark = pytest.mark.integration
@@ -33,8 +34,8 @@ REPO = Path(__file__).parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "sessions" / "v1"
 MAX_RSS = 1024**3
 MAX_SECONDS = float(os.environ.get("CDP_TEST_SANDBOX_MAX_SECONDS", "30"))
-"""Issue 20's bound per CLI run; ``CDP_TEST_SANDBOX_MAX_SECONDS`` raises it on a machine shared with
-other suites (a Chromium start alone took 10+ s at a load average of 50)."""
+"""Issue 20's bound per CLI run on an idle machine, stretched under load (``wall_bound``);
+``CDP_TEST_SANDBOX_MAX_SECONDS`` raises it further."""
 ADDRESS_SPACE = 4 * 1024**4
 """``RLIMIT_AS`` of the CLI and everything it starts. Chromium's V8 reserves its 1 TiB sandbox per
 process (virtual space, not memory): under 64 GiB the sandbox's renderer crashed on these sessions'
@@ -80,7 +81,7 @@ def cli(*args: str | Path, tmp: Path, env: dict[str, str] | None = None) -> Run:
             "CDP_SESSION_MAX_QUESTION_SECONDS": QUESTION_SECONDS,
             **(env or {}),
         },
-        timeout=6 * MAX_SECONDS,
+        timeout=(MAX_STRETCH + 2) * MAX_SECONDS,
         cwd=tmp,
     )
     seconds = time.monotonic() - started
@@ -90,7 +91,7 @@ def cli(*args: str | Path, tmp: Path, env: dict[str, str] | None = None) -> Run:
 
 def assert_bounded(run: Run) -> None:
     assert 0 < run.peak_rss < MAX_RSS, run.peak_rss
-    assert run.seconds < MAX_SECONDS, f"{run.seconds:.1f} s"
+    assert run.seconds < wall_bound(MAX_SECONDS), f"{run.seconds:.1f} s"
 
 
 def assert_one_line_error(run: Run, *needles: str) -> None:
