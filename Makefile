@@ -20,11 +20,12 @@ test: setup
 # Real WebArena task ids against the stand-in sites (issue 11), too long for `make test`: the live parity
 # of all 41 curated tasks (82 episodes in BrowserGym's own webarena envs, then scored offline) and
 # run_infer.py --dataset webarena end to end (direct and agent mode) with eval_infer on its output.
-# OpenHands V1 (.venv-v1) on all 41 ids too: run_infer --sdk v1 --dataset webarena, success and failure.
+# OpenHands V1 (.venv-v1) on all 41 ids too: run_infer --sdk v1 --dataset webarena, success and failure,
+# and the V1 tools we add (select an option, press a key) on a live page.
 test-webarena: setup
 	CDP_TEST_WEBARENA_TASKS=all CDP_TEST_RUN_INFER_WEBARENA=1 CDP_TEST_WEBARENA_V1=all .venv/bin/python -m pytest -q \
 		--durations=10 tests/integration/test_webarena_parity.py tests/integration/test_webarena_run_infer.py \
-		tests/integration/test_webarena_v1.py
+		tests/integration/test_webarena_v1.py tests/integration/test_v1_tools.py
 
 # Imports of other tools' recordings at full size: Playwright traces of every demo task (the corpus
 # traces them all), a real AgentLab study (AgentLab 0.4.2 in .cache/agentlab, see scripts/agentlab.sh),

@@ -47,11 +47,13 @@ def test_the_next_question_gets_a_fresh_prestarted_page(sandbox: OfflineBrowser)
         assert page.evaluate(READ) == fresh == ["", 0, 0, "", fresh[4], "undefined", "null"]
         page.evaluate("() => { window.name = 'again'; localStorage.setItem('k', 'v'); }")
         sandbox.release(page)
+    if not page.is_closed():  # release closes it without waiting
+        page.wait_for_event("close", timeout=30_000)
     spares = [p for p in context.pages if not p.is_closed()]
     if not spares:  # Chromium created it; Playwright may not have announced it yet
         context.wait_for_event("page", timeout=30_000)
         spares = [p for p in context.pages if not p.is_closed()]
-    assert len(spares) == 1  # only the next spare
+    assert len(spares) == 1  # only the next spare: every answered page and popup closed
 
 
 def test_a_blank_document_never_shows_the_spare_pages_marker(sandbox: OfflineBrowser) -> None:
