@@ -20,8 +20,9 @@ Unless ``--llm-base-url`` names a real model, the LLM is ``ScriptedToolLLM``: a 
 OpenAI-compatible endpoint answering with native tool calls of the V1 browser tools that play the
 task's scripted trajectory. The tool set (``v1_tools``) adds ``browser_select_option`` and
 ``browser_press_key`` to the stock tools, so a real model has them too. browser-use numbers
-elements by their DOM backend node id, so a scripted step's CSS selector is resolved to that id on the live page when the call is due, after a
-``browser_get_state`` that makes browser-use index the page, as a real agent would read it.
+elements by their DOM backend node id, so a scripted step's CSS selector is resolved to that id on
+the live page when the call is due, after a ``browser_get_state`` that makes browser-use index the
+page, as a real agent would read it.
 """
 
 from __future__ import annotations
