@@ -142,9 +142,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--num-workers",
         type=int,
         default=1,
-        help="Tasks side by side, one browser and one agent each (V0: a child run_infer.py per task, "
-        "started one at a time); a task that changes a site (WebArena-Verified 'mutate', or reset "
-        "before) never runs beside another on that site.",
+        help="Tasks side by side, one browser and one agent each (V0: a child run_infer.py per task; "
+        "in agent mode the next starts once the previous one's browser is up); a task that changes a "
+        "site (WebArena-Verified 'mutate', or reset before) never runs beside another on that site.",
     )
     parser.add_argument("--eval-n-limit", type=int, default=0, help="At most this many tasks (0: all).")
     parser.add_argument("--task-ids", type=int, nargs="*", default=[], help="Only these task ids.")
@@ -196,7 +196,8 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> Path:
         metadata = sdk_v0.metadata(args, output_dir, dataset)
         if args.num_workers > 1:  # OpenHands V0 runs one BrowserEnv per process: a child per task
             command = [sys.executable, str(Path(__file__).resolve()), *_child_argv(list(argv))]
-            driver = functools.partial(sdk_v0.child_driver, output_dir, command, sdk_v0.StartGate())
+            gate = sdk_v0.StartGate() if args.mode == "agent" else None  # the 200 s limit: agent mode
+            driver = functools.partial(sdk_v0.child_driver, output_dir, command, gate)
         else:
             driver = functools.partial(sdk_v0.driver, args, output_dir)
     return run_tasks(

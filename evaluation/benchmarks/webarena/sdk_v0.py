@@ -16,9 +16,11 @@ directory's README.
 
 OpenHands' runtime, its ``BrowserEnv`` and the capture's variables are per process, so with
 ``--num-workers N`` (``child_driver``) each task's episode runs in a child ``run_infer.py`` (the
-hidden ``--v0-episode``), and only one child starts up at a time: the next child starts once the
-previous one's browser is up (``StartGate``), since two OpenHands runtimes booting at once on 2 cores
-can miss ``BrowserEnv``'s fixed 200 s start limit inside the action server.
+hidden ``--v0-episode``). In agent mode only one child starts up at a time: the next child starts
+once the previous one's browser is up (``StartGate``), since two OpenHands runtimes booting at once
+on 2 cores can miss ``BrowserEnv``'s fixed 200 s start limit inside the action server. Direct mode
+builds ``BrowserEnv`` in the child itself, with a longer limit (``_browser_env_waits_longer``): its
+children start as soon as the scheduler allows.
 """
 
 from __future__ import annotations
@@ -418,38 +420,45 @@ class StartGate:
         with self._lock:
             started = time.perf_counter()
             read, write = os.pipe()
-            try:
-                command = [*command, "--v0-ready-fd", str(write)]
-                process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write,))
-            finally:
-                os.close(write)
             with open(read, "rb") as ready:
+                try:
+                    command = [*command, "--v0-ready-fd", str(write)]
+                    process = subprocess.Popen(
+                        command, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write,)
+                    )
+                finally:
+                    os.close(write)
                 ready.read(1)  # one byte once its browser is up; nothing when it ended before
             return process, round(started - queued, 1), round(time.perf_counter() - started, 1)
 
 
 @contextlib.contextmanager
 def child_driver(
-    output_dir: Path, command: Sequence[str], gate: StartGate, home: Path
+    output_dir: Path, command: Sequence[str], gate: StartGate | None, home: Path
 ) -> Iterator[PlayEpisode]:
     """V0 episodes each in a child ``run_infer.py`` (``command`` + the task's options and
     ``--v0-episode FILE``), which writes its ``Episode`` to FILE and its session into ``output_dir``;
-    children start one at a time (``gate``, shared by the run's workers). A child's failure is one
-    ``DemoTaskError`` naming the task, after the end of its log on stderr."""
+    with a ``gate`` (shared by the run's workers) children start one at a time. A child's failure is
+    one ``DemoTaskError`` naming the task, after the end of its log on stderr."""
     scratch = home / "v0-episodes"
     scratch.mkdir(exist_ok=True)
 
     def play(task: TaskRun, number: int) -> Episode:
         result, log_path = scratch / f"{task.task_id}.json", scratch / f"{task.task_id}.log"
         options = ["--output-dir", str(output_dir), "--task-ids", str(task.task_id)]
+        child = [*command, *options, "--v0-episode", str(result)]
         with open(log_path, "wb") as log:
-            process, waited, up = gate.start([*command, *options, "--v0-episode", str(result)], log)
+            if gate is None:
+                process = subprocess.Popen(child, stdout=log, stderr=subprocess.STDOUT)
+            else:
+                process, waited, up = gate.start(child, log)
             code = process.wait()
         if code != 0:
             sys.stderr.write(log_path.read_text(errors="replace")[-2000:])
             raise DemoTaskError(f"task {task.task_id}: exit {code}")
         episode = Episode.from_json(json.loads(result.read_text()))
-        episode.timing = {"phases": {"start_wait_s": waited, "start_s": up}}
+        if gate is not None:
+            episode.timing = {"phases": {"start_wait_s": waited, "start_s": up}}
         return episode
 
     yield play
