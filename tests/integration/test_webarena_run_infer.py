@@ -12,10 +12,11 @@ process, none alive afterwards.
 
 The tasks: 27 (reddit, string_match, Verified: retrieve), 377 (map, url_match, Verified: navigate),
 404 (reddit, program_html, Verified: mutate, so the default ``--reset-when mutate`` resets for it).
-``--mode direct`` runs again with ``--num-workers 2`` (one child run_infer per task, the two
-read-only tasks on different sites side by side, 404 never beside 27 on reddit): the same scores as
-one worker. The reset endpoint resets only the task's sites (``WEBARENA_TASK_SITES``), as a real
-per-site reset must while tasks on other sites run.
+Both modes run again with ``--num-workers 2`` (one child run_infer per task; in agent mode the
+next child starts once the previous one's browser is up; the two read-only tasks on different sites
+side by side, 404 never beside 27 on reddit): the same scores as one worker. The reset endpoint
+resets only the task's sites (``WEBARENA_TASK_SITES``), as a real per-site reset must while tasks
+on other sites run.
 """
 
 from __future__ import annotations
@@ -274,12 +275,12 @@ E2E = os.environ.get("CDP_TEST_RUN_INFER_WEBARENA") == "1"
 action); ``make test`` leaves them out unless this variable is 1."""
 
 
-RUNS = [("direct", 1), ("agent", 1), ("direct", 2)]
+RUNS = [("direct", 1), ("agent", 1), ("direct", 2), ("agent", 2)]
 """(mode, --num-workers); the N=2 run comes after the N=1 run it is compared with."""
 FINISHED: dict[tuple[str, int], Run] = {}
 
 
-@pytest.fixture(scope="module", params=RUNS, ids=["direct", "agent", "direct-n2"])
+@pytest.fixture(scope="module", params=RUNS, ids=["direct", "agent", "direct-n2", "agent-n2"])
 def run(
     request: pytest.FixtureRequest,
     deployment: tuple[StandIns, ResetServer],
@@ -341,6 +342,8 @@ def test_same_scores_with_two_workers(run: Run) -> None:
 
     assert scores(run) == scores(single)
     assert run.lines[404]["metadata"]["reset_s"] is not None
+    for task_id, line in sorted(run.lines.items()):  # agent mode: each child's wait at the gate, start-up
+        print(f"webarena.{task_id} ({run.mode}, N=2): {line['metadata'].get('phases')}")
     print(f"wall time N=2 / N=1 ({run.mode}, {len(TASK_IDS)} tasks): {run.seconds / single.seconds:.2f}")
 
 

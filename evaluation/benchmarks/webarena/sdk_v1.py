@@ -1,8 +1,10 @@
 """``run_infer.py --sdk v1``: an OpenHands V1 agent (openhands-sdk + openhands-tools' browser tool).
 
-Runs in the V1 environment (``.venv-v1``: current openhands-sdk / openhands-tools and the
-browser-use they use; see ``v1env/pyproject.toml``), on the demo tasks or on WebArena's real task
-ids (``--dataset webarena``), each a ``task_runner.TaskRun``.
+The V1 driver of ``task_runner.run_tasks`` (which resets, resumes, schedules ``--num-workers`` and
+writes the lines): ``driver`` plays one ``task_runner.TaskRun`` per call, in the V1 environment
+(``.venv-v1``: current openhands-sdk / openhands-tools and the browser-use they use; see
+``v1env/pyproject.toml``), on the demo tasks or on WebArena's real task ids (``--dataset
+webarena``). Each worker has its own scripted LLM, and each task its own Chromium and agent.
 
 OpenHands V1 has no BrowserGym and no Playwright: its browser tool drives Chromium through
 browser-use over raw CDP. So this driver owns the browser: per task it starts a Chromium with a
@@ -17,9 +19,10 @@ agent's ``finish`` message; the official evaluator runs once on the final live s
 Unless ``--llm-base-url`` names a real model, the LLM is ``ScriptedToolLLM``: a local
 OpenAI-compatible endpoint answering with native tool calls of the V1 browser tools that play the
 task's scripted trajectory. The tool set (``v1_tools``) adds ``browser_select_option`` and
-``browser_press_key`` to the stock tools, so a real model has them too. browser-use numbers elements by their DOM backend node id, so a scripted
-step's CSS selector is resolved to that id on the live page when the call is due, after a
-``browser_get_state`` that makes browser-use index the page, as a real agent would read it.
+``browser_press_key`` to the stock tools, so a real model has them too. browser-use numbers
+elements by their DOM backend node id, so a scripted step's CSS selector is resolved to that id on
+the live page when the call is due, after a ``browser_get_state`` that makes browser-use index the
+page, as a real agent would read it.
 """
 
 from __future__ import annotations
@@ -33,22 +36,25 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from cdp_integration.capture.cdp_attach import BrowserThread, ChromiumProcess
 from cdp_integration.capture.logger import CDPSessionLogger
-from cdp_integration.errors import CDPIntegrationError, DemoTaskError
-from cdp_integration.session.store import SESSION_SUFFIX
+from cdp_integration.errors import DemoTaskError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scheduler import SiteScheduler  # this directory's own modules
-from task_runner import Steps, TaskRun
+from task_runner import (  # this directory's own module
+    SCRIPTED_MODEL,
+    Episode,
+    PlayEpisode,
+    ScriptedEndpoint,
+    Steps,
+    TaskRun,
+)
 
-__all__ = ["ScriptedToolLLM", "plan_calls", "run_v1_task"]
+__all__ = ["ScriptedToolLLM", "driver", "environment", "metadata", "plan_calls", "run_v1_task"]
 
-SCRIPTED_MODEL = "openai/scripted-demo-agent"
 _QUIET_ENVIRONMENT = {
     "ANONYMIZED_TELEMETRY": "false",
     "BROWSER_USE_CLOUD_SYNC": "false",
@@ -180,7 +186,7 @@ class LivePage:
         self.thread.close()
 
 
-class ScriptedToolLLM:
+class ScriptedToolLLM(ScriptedEndpoint):
     """A local OpenAI-compatible ``/v1/chat/completions`` answering with the plan's tool calls.
 
     The reply to a request is ``plan[n]``, ``n`` being the number of tool results in its messages
@@ -188,52 +194,9 @@ class ScriptedToolLLM:
     """
 
     def __init__(self) -> None:
+        super().__init__()
         self.plan: list[PlannedCall] = []
         self.page: LivePage | None = None
-        self.requests = 0
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    def __enter__(self) -> ScriptedToolLLM:
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                try:
-                    body, status = owner.completion(json.loads(self.rfile.read(length) or b"{}")), 200
-                except Exception as exc:  # the agent sees an API error, the run goes on to its end
-                    body, status = {"error": {"message": f"scripted LLM: {exc}"}}, 400
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="scripted-v1-llm", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join()
-        self._server = self._thread = None
-
-    @property
-    def base_url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("ScriptedToolLLM is not running")
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
     def _arguments(self, call: PlannedCall) -> dict[str, Any]:
         arguments = dict(call.arguments)
@@ -246,8 +209,7 @@ class ScriptedToolLLM:
                 arguments["message"] = self.page.inner_text(call.answer_selector)
         return arguments
 
-    def completion(self, request: dict[str, Any]) -> dict[str, Any]:
-        self.requests += 1
+    def answer(self, request: dict[str, Any]) -> tuple[dict[str, Any], str, dict[str, int]]:
         done = sum(1 for message in request.get("messages", []) if message.get("role") == "tool")
         call = self.plan[done] if done < len(self.plan) else PlannedCall("finish", {"message": "Done."})
         tool_call = {
@@ -255,20 +217,8 @@ class ScriptedToolLLM:
             "type": "function",
             "function": {"name": call.tool, "arguments": json.dumps(self._arguments(call))},
         }
-        return {
-            "id": f"scripted-{self.requests}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": request.get("model", SCRIPTED_MODEL),
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": None, "tool_calls": [tool_call]},
-                    "finish_reason": "tool_calls",
-                }
-            ],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 16, "total_tokens": 116},
-        }
+        message = {"role": "assistant", "content": None, "tool_calls": [tool_call]}
+        return message, "tool_calls", {"prompt_tokens": 100, "completion_tokens": 16, "total_tokens": 116}
 
 
 # -- one episode ------------------------------------------------------------------------------------
@@ -445,15 +395,6 @@ def run_v1_task(
     }
 
 
-def _done_instances(output: Path) -> set[str]:
-    done = set()
-    if output.exists():
-        for line in output.read_text().splitlines():
-            with contextlib.suppress(ValueError, KeyError):
-                done.add(json.loads(line)["instance_id"])
-    return done
-
-
 @contextlib.contextmanager
 def _import_time_downloads_dir() -> Iterator[None]:
     """browser-use makes ``/tmp/browser-use-downloads-<id>`` for its default profile at import,
@@ -468,25 +409,9 @@ def _import_time_downloads_dir() -> Iterator[None]:
                 Path(DEFAULT_BROWSER_PROFILE.downloads_path).rmdir()
 
 
-TaskSource = Callable[[], contextlib.AbstractContextManager[list[TaskRun]]]
-"""Enters the dataset's sites (the demo shop, or nothing for a deployment) and yields its tasks."""
-
-
-def run(
-    args: argparse.Namespace,
-    tasks: TaskSource,
-    *,
-    private_home: Callable[[], contextlib.AbstractContextManager[Path]],
-    dataset: str = "webarena_demo",
-    extra_metadata: dict[str, Any] | None = None,
-) -> Path:
-    """Every task not yet in ``<output-dir>/output.jsonl``, one line each (as V0 writes them)."""
-    output_dir: Path = args.output_dir.resolve()
-    sessions_dir = output_dir / "sessions"
-    output_dir.mkdir(parents=True, exist_ok=True)
-    output = output_dir / "output.jsonl"
-    done = _done_instances(output)
-    metadata = {
+def metadata(args: argparse.Namespace, output_dir: Path, dataset: str) -> dict[str, Any]:
+    """The run's settings (no API key), with the SDK versions this environment runs."""
+    return {
         "agent_class": "openhands.sdk.Agent",
         "sdk": "v1",
         "sdk_versions": _versions(),
@@ -503,90 +428,47 @@ def run(
             "capture": True,
             "num_workers": int(getattr(args, "num_workers", 1) or 1),
         },
-    } | (extra_metadata or {})
-    (output_dir / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
-    workers = max(1, int(getattr(args, "num_workers", 1) or 1))
-    with (
-        private_home() as home,
-        _quiet_environment(),
-        _import_time_downloads_dir(),
-        tasks() as task_runs,
-    ):
-        pending = [task for task in task_runs if task.instance_id not in done]
-        scheduler = SiteScheduler(pending, sites=lambda t: t.sites, exclusive=lambda t: t.changes_sites)
-        write = threading.Lock()
-        failures: list[BaseException] = []
-        numbers = {task.instance_id: number for number, task in enumerate(task_runs)}
-
-        def worker() -> None:
-            with ScriptedToolLLM() as llm_server:  # one browser, one agent, one scripted model per worker
-                while not failures and (task := scheduler.next()) is not None:
-                    try:
-                        line = _run_one(
-                            args, task, llm_server, sessions_dir, home, numbers, metadata, output_dir
-                        )
-                    except BaseException as exc:  # a failed reset: stop handing out tasks, re-raised below
-                        failures.append(exc)
-                        return
-                    finally:
-                        scheduler.done(task)
-                    with write, open(output, "a") as out:
-                        out.write(json.dumps(line, default=str) + "\n")
-
-        threads = [threading.Thread(target=worker, name=f"v1-worker-{n}") for n in range(workers)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if failures:
-            raise failures[0]
-    return output
-
-
-def _run_one(
-    args: argparse.Namespace,
-    task: TaskRun,
-    llm_server: ScriptedToolLLM,
-    sessions_dir: Path,
-    home: Path,
-    numbers: dict[str, int],
-    metadata: dict[str, Any],
-    output_dir: Path,
-) -> dict[str, Any]:
-    """Reset, run and score one task; its ``output.jsonl`` line."""
-    started = time.perf_counter()
-    reset_s = task.reset()
-    (sessions_dir / f"{task.instance_id}{SESSION_SUFFIX}").unlink(missing_ok=True)
-    workspace = home / f"workspace-{numbers[task.instance_id]}"
-    for attempt in range(1, SET_UP_ATTEMPTS + 1):
-        try:
-            result = run_v1_task(args, task, llm_server, sessions_dir, workspace)
-            break
-        except _SetUpStalled as exc:
-            if attempt == SET_UP_ATTEMPTS:
-                raise DemoTaskError(f"{task.instance_id}: {exc}, {attempt} times") from None
-            print(f"{task.instance_id}: {exc}; again with a new browser", file=sys.stderr)
-    duration = round(time.perf_counter() - started, 1)
-    session: Path = result["session"]
-    print(
-        f"{task.instance_id}: reward {result['reward']} in {duration} s {result['phases']}, session {session}",
-        file=sys.stderr,
-    )
-    return {
-        "instance_id": task.instance_id,
-        "instruction": task.intent,
-        "instance": {"task_id": task.task_id, "env_id": task.env_id, "plan": result["plan"]},
-        "history": result["history"],
-        "metrics": result["metrics"],
-        "error": result["error"],
-        "test_result": {
-            "reward": result["reward"],
-            "rewards": [result["reward"]] if result["reward"] is not None else None,
-            "answer": result["answer"],
-            "session": session.relative_to(output_dir).as_posix(),
-        },
-        "metadata": metadata | {"duration_s": duration, "reset_s": reset_s, "phases": result["phases"]},
     }
+
+
+@contextlib.contextmanager
+def environment() -> Iterator[None]:
+    """Around the whole run: browser-use and the SDK quiet and offline, browser-use's import-time
+    downloads directory removed."""
+    with _quiet_environment(), _import_time_downloads_dir():
+        yield
+
+
+@contextlib.contextmanager
+def driver(args: argparse.Namespace, output_dir: Path, home: Path) -> Iterator[PlayEpisode]:
+    """One worker's V1 episodes (``task_runner.Driver``): its own scripted LLM, a Chromium per task."""
+    sessions_dir = output_dir / "sessions"
+    with ScriptedToolLLM() as llm_server:
+
+        def play(task: TaskRun, number: int) -> Episode:
+            workspace = home / f"workspace-{number}"
+            for attempt in range(1, SET_UP_ATTEMPTS + 1):
+                try:
+                    result = run_v1_task(args, task, llm_server, sessions_dir, workspace)
+                    break
+                except _SetUpStalled as exc:
+                    if attempt == SET_UP_ATTEMPTS:
+                        raise DemoTaskError(f"{task.instance_id}: {exc}, {attempt} times") from None
+                    print(f"{task.instance_id}: {exc}; again with a new browser", file=sys.stderr)
+            reward = result["reward"]
+            return Episode(
+                instruction=task.intent,
+                plan=result["plan"],
+                history=result["history"],
+                metrics=result["metrics"],
+                error=result["error"],
+                rewards=[reward] if reward is not None else None,
+                session=result["session"],
+                result={"answer": result["answer"]},
+                timing={"phases": result["phases"]},
+            )
+
+        yield play
 
 
 def _versions() -> dict[str, str]:
@@ -597,20 +479,3 @@ def _versions() -> dict[str, str]:
         with contextlib.suppress(PackageNotFoundError):
             found[name] = version(name)
     return found
-
-
-def main(
-    args: argparse.Namespace,
-    tasks: TaskSource,
-    *,
-    private_home: Callable[[], contextlib.AbstractContextManager[Path]],
-    dataset: str = "webarena_demo",
-    extra_metadata: dict[str, Any] | None = None,
-) -> None:
-    """``run_infer.py --sdk v1``: bad input is one line on stderr and exit code 2."""
-    try:
-        output = run(args, tasks, private_home=private_home, dataset=dataset, extra_metadata=extra_metadata)
-    except CDPIntegrationError as exc:
-        print(f"run_infer.py: error: {exc}", file=sys.stderr)
-        sys.exit(2)
-    print(f"wrote {output}")

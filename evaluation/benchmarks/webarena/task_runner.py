@@ -1,28 +1,72 @@
-"""One task contract for every agent driver: what a WebArena task is, whoever drives the browser.
+"""One task contract and one run loop for every agent driver: what a WebArena task is, whoever drives it.
 
-A driver (``sdk_v1.py`` for OpenHands V1; V0 runs the same tasks inside BrowserGym's own env) gets a
+A driver (``sdk_v0.py``: OpenHands V0's BrowserEnv; ``sdk_v1.py``: OpenHands V1's SDK) gets a
 ``TaskRun`` and needs nothing else from the dataset: the config with the site URLs filled in (what
 the official evaluator reads), the site URLs the session records for offline scoring, the reset
-before the task, and ``set_up(page)``: what BrowserGym's ``WebArenaTask.setup`` does on a page of
-the driver's browser (sign in to every site of the task with the same forms ``ui_login`` drives,
-the geolocation, the start page(s)). Demo tasks and WebArena's real task ids are the two kinds.
+before the task, ``set_up(page)``: what BrowserGym's ``WebArenaTask.setup`` does on a page of the
+driver's browser (sign in to every site of the task with the same forms ``ui_login`` drives, the
+geolocation, the start page(s)), the scripted trajectories, and ``rehearse``: a trajectory as
+BrowserGym action strings (V0's agent and direct mode play those). Demo tasks and WebArena's real
+task ids are the two kinds (``demo_task_run``, ``webarena_task_run``).
+
+``run_tasks`` is the one loop both SDKs run: tasks already in ``output.jsonl`` skipped, per task the
+reset, the driver's episode (``PlayEpisode``) and one ``output.jsonl`` line, ``metadata.json``, and
+``--num-workers N`` through ``SiteScheduler`` (one driver per worker). ``private_home`` is the run's
+own ``HOME``/``TMPDIR``/tmux, which OpenHands' LocalRuntime and the V1 SDK write into.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import functools
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Self
 
 import requests
 
-from cdp_integration.demo.tasks import DemoTask, DemoWebArenaInstance, instantiate_config, site_urls
+from cdp_integration.demo.tasks import (
+    DemoTask,
+    DemoWebArenaInstance,
+    instantiate_config,
+    run_demo_task,
+    site_urls,
+)
 from cdp_integration.deployment import WebArenaTaskSpec
+from cdp_integration.session.store import SESSION_SUFFIX
 from cdp_integration.webarena import substitute_placeholders
 
-__all__ = ["Steps", "TaskRun", "demo_task_run", "webarena_task_run"]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scheduler import SiteScheduler  # this directory's own module
+
+__all__ = [
+    "SCRIPTED_MODEL",
+    "Episode",
+    "PlayEpisode",
+    "ScriptedEndpoint",
+    "Steps",
+    "TaskRun",
+    "TaskSource",
+    "demo_task_run",
+    "private_home",
+    "run_tasks",
+    "webarena_task_run",
+]
 
 Steps = tuple[tuple[str, ...], ...]
+SCRIPTED_MODEL = "openai/scripted-demo-agent"
+"""The model name both SDKs' scripted LLMs answer to when no ``--llm-model`` is given."""
 
 
 @dataclass
@@ -44,6 +88,10 @@ class TaskRun:
     """Reset what the task changes; the seconds it took, or None when nothing ran."""
     changes_sites: bool = True
     """Whether the task changes its sites (or is reset before): it then runs alone on them."""
+    rehearse: Callable[[str], list[str]] | None = None
+    """``rehearse(trajectory)``: the scripted trajectory as BrowserGym action strings, element ids
+    (bids) included, from one play in plain BrowserGym marking elements as OpenHands' ``BrowserEnv``
+    does (``tags_to_mark="all"``). It changes the sites as the run will: reset again before the run."""
 
     @property
     def sites(self) -> tuple[str, ...]:
@@ -77,6 +125,25 @@ class TaskRun:
                     page = page.context.new_page()
 
 
+def _rehearse_demo(task: DemoTask, base_url: str, trajectory: str) -> list[str]:
+    """``TaskRun.rehearse`` of a demo task: played in BrowserGym's ``browsergym/webarena_demo.<id>``,
+    which resets the shop first, so the ids are those the run will see."""
+    actions: list[str] = []
+
+    def record(env: Any) -> None:
+        env.unwrapped.tags_to_mark = "all"
+        step = env.step
+
+        def recording_step(action: str, *args: Any, **kwargs: Any) -> Any:
+            actions.append(action)
+            return step(action, *args, **kwargs)
+
+        env.step = recording_step
+
+    run_demo_task(task, trajectory, base_url, on_env=record)  # type: ignore[arg-type]
+    return actions
+
+
 def demo_task_run(task: DemoTask, base_url: str) -> TaskRun:
     """A bundled demo task on the demo shop at ``base_url``; its reset is the shop's ``/init``."""
     instance = DemoWebArenaInstance(base_url)
@@ -97,6 +164,7 @@ def demo_task_run(task: DemoTask, base_url: str) -> TaskRun:
         sign_in=lambda site, page: instance.ui_login(site, page) if config.get("require_login") else None,
         reset=reset,
         changes_sites=True,  # one shop, reset before every task
+        rehearse=functools.partial(_rehearse_demo, task, base_url),
     )
 
 
@@ -106,6 +174,7 @@ def webarena_task_run(
     plans: dict[str, Steps],
     reset: Callable[[], float | None],
     changes_sites: bool,
+    rehearse: Callable[[str], list[str]] | None = None,
 ) -> TaskRun:
     """One of WebArena's 812 tasks on the deployment at ``urls`` (``{"SHOPPING": url, ...}``).
 
@@ -131,4 +200,275 @@ def webarena_task_run(
         sign_in=sign_in,
         reset=reset,
         changes_sites=changes_sites,
+        rehearse=rehearse,
     )
+
+
+# -- the scripted LLM -------------------------------------------------------------------------------
+
+
+class ScriptedEndpoint:
+    """A local OpenAI-compatible ``/v1/chat/completions`` for a driver's scripted LLM (the agent's
+    client reaches it through ``base_url``); a subclass's ``answer(request)`` makes the reply.
+
+    An error while answering is an API error the agent sees (status 400); the run goes on to its end.
+    """
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def answer(self, request: dict[str, Any]) -> tuple[dict[str, Any], str, dict[str, int]]:
+        """(the assistant message, its ``finish_reason``, its ``usage``) for ``request``."""
+        raise NotImplementedError
+
+    def completion(self, request: dict[str, Any]) -> dict[str, Any]:
+        self.requests += 1
+        message, finish_reason, usage = self.answer(request)
+        return {
+            "id": f"scripted-{self.requests}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": request.get("model", SCRIPTED_MODEL),
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+            "usage": usage,
+        }
+
+    def __enter__(self) -> Self:
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                try:
+                    body, status = owner.completion(json.loads(self.rfile.read(length) or b"{}")), 200
+                except Exception as exc:  # the agent sees an API error, the run goes on to its end
+                    body, status = {"error": {"message": f"scripted LLM: {exc}"}}, 400
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return None
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name=type(self).__name__, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join()
+        self._server = self._thread = None
+
+    @property
+    def base_url(self) -> str:
+        if self._server is None:
+            raise RuntimeError(f"{type(self).__name__} is not running")
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+
+# -- the run loop -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Episode:
+    """What a driver's episode gives the task's ``output.jsonl`` line."""
+
+    instruction: str | None
+    plan: list[Any]
+    """What the scripted LLM played (V0: BrowserGym action strings; V1: tool names); empty with a model."""
+    history: list[dict[str, Any]]
+    metrics: dict[str, Any]
+    error: str | None
+    rewards: list[float] | None
+    """The live scores (V0: per step, as BrowserGym validated; V1: the final probe's); ``reward`` is
+    their maximum, as OpenHands' own run_infer reports it."""
+    session: Path | None
+    result: dict[str, Any] = field(default_factory=dict)
+    """More ``test_result`` fields of this driver (V1: the agent's ``answer``)."""
+    timing: dict[str, Any] = field(default_factory=dict)
+    """More ``metadata`` fields of this line (``phases``: where the episode's time went)."""
+    reset_s: float | None = None
+    """Seconds of a reset the episode ran itself (V0 resets again after its rehearsal)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: str(v) if isinstance(v, Path) else v for k, v in self.__dict__.items()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Episode:
+        session = data.get("session")
+        return cls(**(data | {"session": Path(session) if session else None}))
+
+
+PlayEpisode = Callable[[TaskRun, int], Episode]
+"""``play(task, number)``: one episode of ``task``, its sites already reset; ``number`` is the task's
+place in the run (its workspace's name)."""
+
+TaskSource = Callable[[], contextlib.AbstractContextManager[list[TaskRun]]]
+"""Enters the dataset's sites (the demo shop, or nothing for a deployment) and yields its tasks."""
+
+Driver = Callable[[Path], contextlib.AbstractContextManager[PlayEpisode]]
+"""``driver(home)``: one worker's episode player (its scripted LLM, its browser...), ``home`` the run's
+private directory (``private_home``)."""
+
+
+def done_instances(output: Path) -> set[str]:
+    """The instance ids ``output.jsonl`` has a line for (a resumed run skips them)."""
+    done = set()
+    if output.exists():
+        for line in output.read_text().splitlines():
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                done.add(json.loads(line)["instance_id"])
+    return done
+
+
+def run_tasks(
+    output_dir: Path,
+    tasks: TaskSource,
+    driver: Driver,
+    *,
+    metadata: dict[str, Any],
+    workers: int = 1,
+    environment: contextlib.AbstractContextManager[Any] | None = None,
+) -> Path:
+    """Every task not yet in ``<output_dir>/output.jsonl``, one line each; returns its path.
+
+    ``metadata`` is written to ``metadata.json`` and into every line; ``environment`` is entered
+    around the run (after ``private_home``, before the tasks' sites). With ``workers`` > 1 the tasks
+    are handed out by ``SiteScheduler`` to that many threads, each with a driver of its own; with one,
+    the episodes run in the calling thread. The first error stops handing out tasks and is raised
+    once the running ones end (a failed reset: the tasks before it have their lines)."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    output = output_dir / "output.jsonl"
+    done = done_instances(output)
+    (output_dir / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
+    with (
+        private_home() as home,
+        environment if environment is not None else contextlib.nullcontext(),
+        tasks() as task_runs,
+    ):
+        numbers = {task.instance_id: number for number, task in enumerate(task_runs)}
+        pending = [task for task in task_runs if task.instance_id not in done]
+        scheduler = SiteScheduler(pending, sites=lambda t: t.sites, exclusive=lambda t: t.changes_sites)
+        write = threading.Lock()
+        failures: list[BaseException] = []
+
+        def worker() -> None:
+            with driver(home) as play:
+                while not failures and (task := scheduler.next()) is not None:
+                    try:
+                        line = _run_one(task, play, numbers[task.instance_id], metadata, output_dir)
+                    except BaseException as exc:  # re-raised below, once the other workers end
+                        failures.append(exc)
+                        return
+                    finally:
+                        scheduler.done(task)
+                    with write, open(output, "a") as out:
+                        out.write(json.dumps(line, default=str) + "\n")
+
+        if workers == 1:
+            worker()
+        else:
+            threads = [threading.Thread(target=worker, name=f"worker-{n}") for n in range(workers)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        if failures:
+            raise failures[0]
+    return output
+
+
+def _run_one(
+    task: TaskRun, play: PlayEpisode, number: int, metadata: dict[str, Any], output_dir: Path
+) -> dict[str, Any]:
+    """Reset, play and score one task; its ``output.jsonl`` line."""
+    started = time.perf_counter()
+    reset_s = task.reset()
+    (output_dir / "sessions" / f"{task.instance_id}{SESSION_SUFFIX}").unlink(missing_ok=True)
+    episode = play(task, number)
+    if episode.reset_s is not None:
+        reset_s = round((reset_s or 0.0) + episode.reset_s, 1)
+    duration = round(time.perf_counter() - started, 1)
+    reward = max(episode.rewards) if episode.rewards else None
+    session = episode.session if episode.session is not None and episode.session.exists() else None
+    phases = f" {episode.timing['phases']}" if episode.timing.get("phases") else ""
+    saved = f", session {session}" if session is not None else ", no session"
+    print(f"{task.instance_id}: reward {reward} in {duration} s{phases}{saved}", file=sys.stderr)
+    return {
+        "instance_id": task.instance_id,
+        "instruction": episode.instruction,
+        "instance": {"task_id": task.task_id, "env_id": task.env_id, "plan": episode.plan},
+        "history": episode.history,
+        "metrics": episode.metrics,
+        "error": episode.error,
+        "test_result": {"reward": reward, "rewards": episode.rewards}
+        | episode.result
+        | {"session": session.relative_to(output_dir).as_posix() if session is not None else None},
+        "metadata": metadata | {"duration_s": duration, "reset_s": reset_s} | episode.timing,
+    }
+
+
+_SHORT_TMP = 24
+"""Longest temp dir the private one is made in; beyond, ``/tmp``: Chromium's singleton socket and
+tmux's socket under the private one must fit in 107 bytes."""
+SERVER_URL_FILE = Path("/tmp/oh-server-url")
+"""Written by OpenHands' action-execution server whatever ``$TMPDIR`` says."""
+
+
+@contextlib.contextmanager
+def private_home() -> Iterator[Path]:
+    """A private ``HOME``, ``TMUX_TMPDIR`` and ``TMPDIR`` for the run, removed afterwards; ``USER``
+    names the current account and ``SU_TO_USER=false``; ``/tmp/oh-server-url`` restored.
+
+    OpenHands' LocalRuntime writes into ``HOME`` and ``TMPDIR``, runs ``su`` and ``useradd`` without
+    ``USER``, and uses the user's tmux server (this directory's README); the V1 SDK and browser-use
+    write below ``HOME``. Entered before OpenHands is imported: some of its modules read ``HOME`` at
+    import."""
+    base = tempfile.gettempdir()
+    if len(base) > _SHORT_TMP and Path("/tmp").is_dir():  # sockets below it must fit in 107 bytes
+        base = "/tmp"
+    root = Path(tempfile.mkdtemp(prefix="oh-run-", dir=base))
+    saved = {key: os.environ.get(key) for key in ("HOME", "TMUX_TMPDIR", "TMPDIR", "USER", "SU_TO_USER")}
+    url_file = SERVER_URL_FILE.read_bytes() if SERVER_URL_FILE.is_file() else None
+    for name in ("home", "tmux", "tmp"):
+        (root / name).mkdir()
+    os.environ.update(
+        HOME=str(root / "home"),
+        TMUX_TMPDIR=str(root / "tmux"),
+        TMPDIR=str(root / "tmp"),
+        USER=pwd.getpwuid(os.getuid()).pw_name,
+        SU_TO_USER="false",
+    )
+    tempfile.tempdir = None  # re-read TMPDIR
+    try:
+        yield root
+    finally:
+        tmux = shutil.which("tmux")
+        if tmux is not None:  # the bash session's tmux server, if it outlived its session
+            subprocess.run(
+                [tmux, "-S", str(root / "tmux" / f"tmux-{os.getuid()}" / "default"), "kill-server"],
+                capture_output=True,
+                check=False,
+            )
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        tempfile.tempdir = None
+        if url_file is None:
+            SERVER_URL_FILE.unlink(missing_ok=True)
+        else:
+            SERVER_URL_FILE.write_bytes(url_file)
+        shutil.rmtree(root, ignore_errors=True)

@@ -1,11 +1,12 @@
 """``run_infer.py --dataset webarena``: WebArena's real task ids on the user's own deployment.
 
-Each task is BrowserGym's own eval env ``browsergym/webarena.<id>`` (its ``test.raw.json`` config,
-``ui_login`` and ``validate``), run in OpenHands' ``BrowserEnv`` exactly as the demo tasks are. This
-module only adds what a real deployment needs around it (``cdp_integration.deployment``): the site
-URLs (``WEBARENA_BASE_URL`` and ``WA_*``), a preflight that names every unreachable site before
-OpenHands starts, the reset command before state-changing tasks, and scripted plans where a
-trajectory file provides them (otherwise a real model drives the agent: ``--llm-base-url``).
+Each task is a ``task_runner.TaskRun`` (``webarena_task_run``): BrowserGym's own eval env
+``browsergym/webarena.<id>`` (its ``test.raw.json`` config, ``ui_login`` and ``validate``), run by
+either SDK's driver exactly as the demo tasks are. This module only adds what a real deployment
+needs around it (``cdp_integration.deployment``): the site URLs (``WEBARENA_BASE_URL`` and
+``WA_*``), a preflight that names every unreachable site before OpenHands starts, the reset command
+before state-changing tasks, and scripted plans where a trajectory file provides them (otherwise a
+real model drives the agent: ``--llm-base-url``), with V0's rehearsal of them (``plan``).
 """
 
 from __future__ import annotations
@@ -130,22 +131,20 @@ class WebArenaRun:
                 if module is not None and hasattr(module, site):
                     setattr(module, site, url)
 
-    def select(self, done: set[str]) -> list[WebArenaTaskSpec]:
-        return [task for task in self.tasks if task.env_id.removeprefix("browsergym/") not in done]
-
     def _expand(self, text: str) -> str:
         for site in sorted(self.urls, key=len, reverse=True):  # SHOPPING_ADMIN before SHOPPING
             text = text.replace(f"__{site}__", self.urls[site])
         return text
 
-    def plan(self, task: WebArenaTaskSpec) -> list[str]:
-        """The task's scripted trajectory as BrowserGym action strings, element ids included.
+    def plan(self, task: WebArenaTaskSpec, trajectory: str) -> list[str]:
+        """``TaskRun.rehearse``: the task's scripted ``trajectory`` as BrowserGym action strings,
+        element ids included.
 
         Steps name elements by CSS selector; an action names them by the id BrowserGym marks on the
         live page. So the trajectory is played once in plain BrowserGym, in the same
         ``browsergym/webarena.<id>`` env marking elements as OpenHands' ``BrowserEnv`` does
         (``tags_to_mark="all"``), and the actions recorded. This changes the sites' state like the run
-        itself: ``before_task`` resets again afterwards when the task needs it.
+        itself: the driver resets again afterwards (``before_task``, when the task needs it).
         """
         import browsergym.webarena  # noqa: F401  (registers browsergym/webarena.<id>)
         import gymnasium as gym
@@ -153,7 +152,7 @@ class WebArenaRun:
         from cdp_integration.demo.agent import to_browsergym_action
         from cdp_integration.webarena import skip_evaluator_sleep
 
-        steps = self.plans[task.task_id][self.args.trajectory]
+        steps = self.plans[task.task_id][trajectory]
         for attempt in range(1, REHEARSAL_ATTEMPTS + 1):
             label = f"webarena.{task.task_id}: rehearsal"
             with environment.StallWatchdog(REHEARSAL_STALL_S, label) as watchdog:
