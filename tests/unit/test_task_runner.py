@@ -118,3 +118,20 @@ def test_workers_play_every_task_once_each_with_a_driver_of_its_own(tmp_path: Pa
     assert played == [0, 1, 2, 3, 4]
     assert all("MainThread" not in e for e in events if e.startswith("play"))
     assert sorted(json.loads(t)["instance"]["task_id"] for t in output.read_text().splitlines()) == played
+
+
+def test_site_names_on_one_server_are_scheduled_as_one() -> None:
+    """The demo's sites are all the one shop (shopping_admin is a path of it): a task that changes
+    it never runs beside another demo task. Distinct servers stay distinct; an unknown URL counts
+    by the site's name."""
+    from cdp_integration.demo.tasks import site_urls
+
+    demo = _task(1, "shopping", [])
+    demo.site_urls = site_urls("http://127.0.0.1:8000")
+    admin = _task(2, "shopping_admin", [])
+    admin.site_urls = demo.site_urls
+    assert demo.servers == admin.servers == ("http://127.0.0.1:8000",)
+    both = _task(3, "shopping", [])
+    both.config["sites"] = ["shopping", "shopping_admin", "map"]
+    both.site_urls = {"SHOPPING": "http://h:7770", "SHOPPING_ADMIN": "http://h:7780/admin"}
+    assert both.servers == ("http://h:7770", "http://h:7780", "map")

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Self
+from urllib.parse import urlsplit
 
 import requests
 
@@ -96,6 +97,21 @@ class TaskRun:
     @property
     def sites(self) -> tuple[str, ...]:
         return tuple(self.config.get("sites") or ())
+
+    @property
+    def servers(self) -> tuple[str, ...]:
+        """The servers behind the task's sites (scheme, host and port of each site's URL; the site's
+        name where its URL is unknown): what ``--num-workers`` keeps apart. Two site names can be one
+        server: the demo's shopping and shopping_admin are one shop, and one task's reset would wipe
+        what another is doing there."""
+        found = []
+        for site in self.sites:
+            url = self.site_urls.get(str(site).upper())
+            parts = urlsplit(url) if url else None
+            key = f"{parts.scheme}://{parts.netloc}" if parts and parts.netloc else str(site)
+            if key not in found:
+                found.append(key)
+        return tuple(found)
 
     @property
     def intent(self) -> str:
@@ -359,7 +375,7 @@ def run_tasks(
     ):
         numbers = {task.instance_id: number for number, task in enumerate(task_runs)}
         pending = [task for task in task_runs if task.instance_id not in done]
-        scheduler = SiteScheduler(pending, sites=lambda t: t.sites, exclusive=lambda t: t.changes_sites)
+        scheduler = SiteScheduler(pending, sites=lambda t: t.servers, exclusive=lambda t: t.changes_sites)
         write = threading.Lock()
         failures: list[BaseException] = []
 
