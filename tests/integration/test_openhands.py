@@ -247,6 +247,7 @@ def test_pth_line_imports_nothing_without_the_variable(monkeypatch: pytest.Monke
     assert loaded - {"openhands_patch"} <= sys.stdlib_module_names, loaded
 
 
+@pytest.mark.timeout(1200)
 def test_run_infer_agent_loop_then_eval_infer(tmp_path: Path) -> None:
     """The README's two commands: OpenHands' agent loop (run_controller, LocalRuntime) driven by the
     scripted LLM, capture on, then offline scoring of its output directory.
