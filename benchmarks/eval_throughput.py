@@ -279,8 +279,14 @@ def count_lines(path: Path) -> int:
 
 def kill_and_resume(sessions: Path, output: Path, count: int, fake: bool) -> tuple[bool, str]:
     """SIGKILL a 2-worker run once half the sessions are written; resume; check each appears once."""
+    # What the killed run cannot clean up (its temporary directories) stays in the scratch directory.
+    killed_tmp = output.parent / f"{output.name}-tmp"
+    killed_tmp.mkdir(parents=True, exist_ok=True)
     process = subprocess.Popen(
-        child_command(sessions, output, 2, fake), stdout=subprocess.DEVNULL, start_new_session=True
+        child_command(sessions, output, 2, fake),
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+        env=os.environ | {"TMPDIR": str(killed_tmp)},
     )
     output_file = output / "output.jsonl"
     deadline = time.monotonic() + 600

@@ -106,6 +106,8 @@ def main() -> None:
         thread = Thread(target=server.serve_forever, daemon=True)
         thread.start()
         reset_url = f"http://127.0.0.1:{server.server_address[1]}/reset"
+        server_url = Path("/tmp/oh-server-url")  # OpenHands writes it whatever TMPDIR says
+        server_url_before = server_url.read_bytes() if server_url.exists() else None
         try:
             one, scores_one, load_one = _run(sites, reset_url, Path(tmp) / "n1", 1, args)
             many, scores_many, load_many = _run(
@@ -115,6 +117,10 @@ def main() -> None:
             server.shutdown()
             server.server_close()
             thread.join()
+            if server_url_before is None:
+                server_url.unlink(missing_ok=True)
+            else:
+                server_url.write_bytes(server_url_before)
     same = scores_one == scores_many
     expected = 1.0 if args.trajectory == "success" else 0.0
     off_script = sorted(t for t, score in scores_one.items() if score != expected)
