@@ -10,6 +10,8 @@ Verbs: ``goto PATH``, ``click SEL``, ``fill SEL TEXT``, ``select SEL OPTION``, `
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -17,7 +19,15 @@ from typing import Any
 
 from cdp_integration.errors import CaptureError
 
-__all__ = ["VERBS", "Episode", "load_episodes", "run_episode", "to_browsergym_action"]
+__all__ = [
+    "VERBS",
+    "ActionFailed",
+    "Episode",
+    "load_episodes",
+    "play_step",
+    "run_episode",
+    "to_browsergym_action",
+]
 
 VERBS = frozenset({"goto", "click", "fill", "select", "press", "go_back", "tab_focus", "noop", "answer"})
 """The scripted step verbs `to_browsergym_action` understands."""
@@ -50,7 +60,22 @@ ELEMENT_WAIT_MS = 30_000
 so only a slow machine (a loaded CI host) ever waits."""
 
 
+EPISODE_ATTEMPTS = 3
+"""How many times `run_episode` plays an episode whose action BrowserGym could not carry out."""
+
+
+class ActionFailed(RuntimeError):
+    """BrowserGym could not carry out a scripted action.
+
+    BrowserGym reports that in the observation (``last_action_error``), not by raising, and gives each
+    action 0.5 s (its own fixed timeouts), which a loaded machine can exceed: the episode went on from a
+    state the script did not mean. That is a timing fault of the run, not a verdict on the episode.
+    """
+
+
 def _bid(page: Any, selector: str) -> str:
+    # visible first: BrowserGym's 0.5 s action timeout then only covers the action itself
+    page.wait_for_selector(selector, state="visible", timeout=ELEMENT_WAIT_MS)
     bid = page.get_attribute(selector, "bid", timeout=ELEMENT_WAIT_MS)
     if bid is None:
         raise CaptureError(f"element {selector!r} has no BrowserGym id on {page.url}")
@@ -84,6 +109,17 @@ def to_browsergym_action(step: tuple[str, ...], page: Any, base_url: str) -> str
     raise ValueError(f"unknown scripted verb {verb!r}")
 
 
+def play_step(env: Any, step: tuple[str, ...], base_url: str) -> tuple[Any, ...]:
+    """``env.step`` for one scripted step; raises `ActionFailed` if BrowserGym could not carry it out."""
+    action = to_browsergym_action(step, env.unwrapped.page, base_url)
+    result = tuple(env.step(action))
+    error = result[0].get("last_action_error") if isinstance(result[0], dict) else None
+    if error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else "?"
+        raise ActionFailed(f"{action}: {first}")
+    return result
+
+
 def run_episode(
     episode: Episode,
     base_url: str,
@@ -91,8 +127,35 @@ def run_episode(
     *,
     headless: bool = True,
     logger_options: dict[str, Any] | None = None,
+    reset: Callable[[], None] | None = None,
 ) -> Path:
-    """Play ``episode`` in ``browsergym/openended`` with a ``CDPSessionLogger``; return the session path."""
+    """Play ``episode`` in ``browsergym/openended`` with a ``CDPSessionLogger``; return the session path.
+
+    ``reset`` puts the site back as it was; it is called before the episode. With it, an episode one of
+    whose actions BrowserGym could not carry out (`ActionFailed`) is played again from a reset site, up to
+    `EPISODE_ATTEMPTS` times in all; without it, `ActionFailed` is raised at once.
+    """
+    attempts = EPISODE_ATTEMPTS if reset is not None else 1
+    for attempt in range(1, attempts + 1):
+        if reset is not None:
+            reset()
+        try:
+            return _play(episode, base_url, session_dir, headless=headless, logger_options=logger_options)
+        except ActionFailed as exc:
+            if attempt == attempts:
+                raise
+            print(f"demo agent: {episode.id} attempt {attempt}: {exc}; playing it again", file=sys.stderr)
+    raise AssertionError("unreachable")
+
+
+def _play(
+    episode: Episode,
+    base_url: str,
+    session_dir: Path,
+    *,
+    headless: bool,
+    logger_options: dict[str, Any] | None,
+) -> Path:
     import browsergym.core  # noqa: F401 - registers browsergym/openended
     import gymnasium as gym
 
@@ -111,7 +174,12 @@ def run_episode(
         logger.attach_to_browsergym_env(env)
         env.reset()
         for step in episode.steps:
-            env.step(to_browsergym_action(step, env.unwrapped.page, base_url))  # type: ignore[attr-defined]
+            play_step(env, step, base_url)
         return logger.save_session(episode.id)
+    except ActionFailed:
+        partial = logger.partial_path
+        if partial is not None:
+            partial.unlink(missing_ok=True)
+        raise
     finally:
         env.close()

@@ -20,7 +20,7 @@ import pytest
 
 from cdp_integration import CDPSessionLogger, Session, load_session
 from cdp_integration.demo import DemoSite
-from cdp_integration.demo.agent import load_episodes, run_episode
+from cdp_integration.demo.agent import EPISODE_ATTEMPTS, ActionFailed, Episode, load_episodes, run_episode
 
 pytestmark = pytest.mark.integration
 
@@ -30,8 +30,9 @@ def sessions(demo_site: DemoSite, tmp_path_factory: pytest.TempPathFactory) -> d
     out = tmp_path_factory.mktemp("sessions")
     result = {}
     for episode in load_episodes():
-        demo_site.reset()
-        result[episode.id] = load_session(run_episode(episode, demo_site.base_url, out))
+        result[episode.id] = load_session(
+            run_episode(episode, demo_site.base_url, out, reset=demo_site.reset)
+        )
     return result
 
 
@@ -151,7 +152,7 @@ def test_capture_faults_are_recorded_and_episode_goes_on(demo_site: DemoSite, tm
     import browsergym.core  # noqa: F401
     import gymnasium as gym
 
-    from cdp_integration.demo.agent import to_browsergym_action
+    from cdp_integration.demo.agent import play_step
 
     env = gym.make(
         "browsergym/openended",
@@ -168,7 +169,7 @@ def test_capture_faults_are_recorded_and_episode_goes_on(demo_site: DemoSite, tm
             if index == 4:
                 for tab in list(logger._tracker.tabs.values()):
                     tab.cdp.detach()  # the CDP connection breaks under the logger
-            env.step(to_browsergym_action(step, env.unwrapped.page, demo_site.base_url))
+            play_step(env, step, demo_site.base_url)
         path = logger.save_session("faulty")
     finally:
         env.close()
@@ -238,14 +239,38 @@ def with_group_killed(pgid: int) -> None:
 
 
 def test_screenshot_option_stores_png(demo_site: DemoSite, tmp_path: Path) -> None:
-    demo_site.reset()
     episode = next(e for e in load_episodes() if e.id == "demo.feed-and-preferences")
     path = run_episode(
         episode,
         demo_site.base_url,
         tmp_path,
         logger_options={"screenshot": True, "accessibility_tree": True, "dom": "active_tab"},
+        reset=demo_site.reset,
     )
     step = load_session(path).steps[1]
     assert base64.b64decode(step.active_tab.screenshot_png).startswith(b"\x89PNG")
     assert step.active_tab.ax_tree and step.active_tab.ax_tree["nodes"]
+
+
+def test_an_action_browsergym_could_not_carry_out_is_loud_and_played_again(
+    demo_site: DemoSite, tmp_path: Path
+) -> None:
+    """BrowserGym reports a failed action in the observation and goes on; the scripted agent does not.
+
+    Filling a heading is refused by Playwright (not an input) every time: with ``reset`` the episode is
+    played from a reset site up to three times, then `ActionFailed` is raised; no partial file is left.
+    """
+    episode = Episode("demo.fill-a-heading", "an action that cannot be done", (("fill", "#page-title", "x"),))
+    resets: list[int] = []
+
+    def reset() -> None:
+        resets.append(1)
+        demo_site.reset()
+
+    with pytest.raises(ActionFailed, match=r"^fill\('\d+', 'x'\): "):
+        run_episode(episode, demo_site.base_url, tmp_path, reset=reset)
+    assert len(resets) == EPISODE_ATTEMPTS == 3
+    with pytest.raises(ActionFailed):
+        run_episode(episode, demo_site.base_url, tmp_path)  # without reset: not played again
+    assert len(resets) == 3
+    assert list(tmp_path.iterdir()) == []

@@ -38,9 +38,10 @@ def sessions(demo_site: DemoSite, tmp_path_factory: pytest.TempPathFactory) -> d
     paths = {}
     for episode in load_episodes():
         if episode.id in EPISODES:
-            demo_site.reset()
             options = {"screenshot": True, "response_bodies": "all"}
-            paths[episode.id] = run_episode(episode, demo_site.base_url, out, logger_options=options)
+            paths[episode.id] = run_episode(
+                episode, demo_site.base_url, out, logger_options=options, reset=demo_site.reset
+            )
     return paths
 
 

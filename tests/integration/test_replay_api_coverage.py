@@ -33,8 +33,8 @@ def _program_html_configs() -> list[dict]:
 @pytest.fixture(scope="module")
 def demo_session(demo_site: DemoSite, tmp_path_factory: pytest.TempPathFactory) -> Session:
     episode = next(e for e in load_episodes() if e.id == "demo.search-and-review")
-    demo_site.reset()
-    return load_session(run_episode(episode, demo_site.base_url, tmp_path_factory.mktemp("coverage")))
+    out = tmp_path_factory.mktemp("coverage")
+    return load_session(run_episode(episode, demo_site.base_url, out, reset=demo_site.reset))
 
 
 _GUARD_REASONS = ("depends on CSS", "dispatches", "scripts do not run")

@@ -132,9 +132,10 @@ def sessions(demo_site: DemoSite, tmp_path_factory: pytest.TempPathFactory) -> d
     out = tmp_path_factory.mktemp("verified-sessions")
     captured = {}
     for case in CASES:
-        demo_site.reset()
         task = {"verified_task_id": case.task_id, "site_urls": {"SHOPPING": demo_site.base_url}}
-        path = run_episode(case.episode, demo_site.base_url, out, logger_options={"task": task})
+        path = run_episode(
+            case.episode, demo_site.base_url, out, logger_options={"task": task}, reset=demo_site.reset
+        )
         captured[case.episode.id] = load_session(path)
     demo_site.reset()
     return captured

@@ -78,10 +78,11 @@ def sessions(demo_site: DemoSite, tmp_path_factory: pytest.TempPathFactory) -> d
     out = tmp_path_factory.mktemp("verified-export-sessions")
     paths = {}
     for case in CASES:
-        demo_site.reset()
         episode = Episode(f"verified-export.{case.task_id}", case.why, case.steps)
         task = {"verified_task_id": case.task_id, "site_urls": {"SHOPPING": demo_site.base_url}}
-        paths[case.task_id] = run_episode(episode, demo_site.base_url, out, logger_options={"task": task})
+        paths[case.task_id] = run_episode(
+            episode, demo_site.base_url, out, logger_options={"task": task}, reset=demo_site.reset
+        )
     demo_site.reset()
     return paths
 

@@ -109,10 +109,6 @@ def expand_step(step: Sequence[str], urls: dict[str, str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-class ActionFailed(RuntimeError):
-    """BrowserGym could not carry out a scripted action (it reports this in the observation, not by raising)."""
-
-
 _SELECTOR_VERBS = frozenset({"click", "fill", "select", "press"})
 _WAIT_MS = 30_000
 _STALL_S = 120
@@ -124,7 +120,7 @@ def _play(task: CuratedTask, trajectory: str, urls: dict[str, str], sessions: Pa
     import gymnasium as gym
 
     from cdp_integration.capture.logger import CDPSessionLogger
-    from cdp_integration.demo.agent import to_browsergym_action
+    from cdp_integration.demo.agent import play_step
     from cdp_integration.webarena import skip_evaluator_sleep
 
     started = time.perf_counter()
@@ -142,9 +138,7 @@ def _play(task: CuratedTask, trajectory: str, urls: dict[str, str], sessions: Pa
                 verb, *args = expand_step(step, urls)
                 if verb in _SELECTOR_VERBS or (verb == "answer" and args[0].startswith(("#", "."))):
                     page.wait_for_selector(args[0], state="visible", timeout=_WAIT_MS)
-                obs, reward, terminated, _, _ = env.step(to_browsergym_action((verb, *args), page, ""))
-                if obs.get("last_action_error"):
-                    raise ActionFailed(f"step {step!r}: {obs['last_action_error'].strip().splitlines()[0]}")
+                _, reward, terminated, *_ = play_step(env, (verb, *args), "")
                 rewards.append(float(reward))
                 if terminated:
                     break
