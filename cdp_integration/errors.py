@@ -11,6 +11,7 @@
     │   └── SandboxTimeoutError              a question's JavaScript ran past its time limit offline
     ├── EvaluationError (RuntimeError)       a session could not be scored
     ├── DemoTaskError (ValueError)           a demo tasks file is malformed
+    ├── ActionFailed (RuntimeError)          BrowserGym could not carry out a scripted demo action
     ├── UntrustedConfigError (ValueError)    a config would make the evaluator run code we did not vet
     └── EnvironmentSetupError (RuntimeError) Chromium / punkt_tab / site variables missing
 
@@ -22,6 +23,7 @@ message (``one_line_error``) and exit code 2.
 from __future__ import annotations
 
 __all__ = [
+    "ActionFailed",
     "CDPIntegrationError",
     "CaptureError",
     "DemoTaskError",
@@ -87,6 +89,15 @@ class EnvironmentSetupError(CDPIntegrationError, RuntimeError):
 
 class DemoTaskError(CDPIntegrationError, ValueError):
     """A demo tasks file (``tasks.json`` format) is malformed; the message names the entry."""
+
+
+class ActionFailed(CDPIntegrationError, RuntimeError):
+    """BrowserGym could not carry out a scripted action of the demo agent.
+
+    BrowserGym reports that in the observation (``last_action_error``), not by raising, and gives each
+    action 0.5 s (its own fixed timeouts), which a loaded machine can exceed: the episode would go on from
+    a state the script did not mean. That is a timing fault of the run, not a verdict on the episode.
+    """
 
 
 class UntrustedConfigError(CDPIntegrationError, ValueError):

@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from cdp_integration.errors import CaptureError
+from cdp_integration.errors import ActionFailed, CaptureError
 
 __all__ = [
     "VERBS",
@@ -62,15 +62,6 @@ so only a slow machine (a loaded CI host) ever waits."""
 
 EPISODE_ATTEMPTS = 3
 """How many times `run_episode` plays an episode whose action BrowserGym could not carry out."""
-
-
-class ActionFailed(RuntimeError):
-    """BrowserGym could not carry out a scripted action.
-
-    BrowserGym reports that in the observation (``last_action_error``), not by raising, and gives each
-    action 0.5 s (its own fixed timeouts), which a loaded machine can exceed: the episode went on from a
-    state the script did not mean. That is a timing fault of the run, not a verdict on the episode.
-    """
 
 
 def _bid(page: Any, selector: str) -> str:

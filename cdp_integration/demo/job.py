@@ -8,13 +8,18 @@ evaluator through the replay mocks. The table compares the two numbers per episo
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from cdp_integration.demo.agent import EPISODE_ATTEMPTS, ActionFailed
 from cdp_integration.errors import CDPIntegrationError
+
+if TYPE_CHECKING:
+    from cdp_integration.demo.tasks import DemoTask
 
 __all__ = [
     "DemoEpisode",
@@ -71,9 +76,8 @@ def capture_demo_tasks(
     as WebArena's ``run.py`` names them: real recordings for ``cdp-session import``.
     """
     from cdp_integration import environment
-    from cdp_integration.capture.logger import CDPSessionLogger
     from cdp_integration.demo import DemoSite
-    from cdp_integration.demo.tasks import load_demo_tasks, run_demo_task
+    from cdp_integration.demo.tasks import load_demo_tasks
 
     environment.prepare()
     wanted = set(task_ids)
@@ -84,49 +88,75 @@ def capture_demo_tasks(
     with DemoSite() as site:
         for task in tasks:
             for trajectory in trajectories:
-                logger = CDPSessionLogger(sessions_dir, instance_id=f"{task.task_id}.{trajectory}")
-                logger.task["demo_trajectory"] = trajectory
-                saved: list[Path] = []
-
-                trace_path = (trace_dir / trajectory / f"{task.task_id}.zip") if trace_dir else None
-
-                def save(
-                    env: Any,
-                    logger: CDPSessionLogger = logger,
-                    saved: list[Path] = saved,
-                    trace: Path | None = trace_path,
-                ) -> None:
-                    if trace is not None:
-                        env.unwrapped.context.tracing.stop(path=str(trace))
-                    saved.append(logger.save_session())
-
-                def attach(env: Any, logger: CDPSessionLogger = logger) -> None:
-                    logger.attach_to_browsergym_env(env)
-                    if trace_dir is not None:
-                        _trace_after_reset(env)
-
-                started = time.perf_counter()
-                run = run_demo_task(
-                    task,
-                    trajectory,  # type: ignore[arg-type]
-                    site.base_url,
-                    on_env=attach,
-                    before_close=save,
-                    headless=headless,
-                )
-                episode = DemoEpisode(
-                    task_id=task.task_id,
-                    trajectory=trajectory,
-                    eval_types=tuple(task.config["eval"]["eval_types"]),
-                    live=run.final_reward,
-                    live_max=max(run.rewards, default=0.0),
-                    session=saved[0],
-                    live_seconds=round(time.perf_counter() - started, 2),
-                )
+                for attempt in range(1, EPISODE_ATTEMPTS + 1):
+                    try:
+                        episode = _capture_one(
+                            task, trajectory, site.base_url, sessions_dir, headless, trace_dir
+                        )
+                        break
+                    except ActionFailed as exc:
+                        if attempt == EPISODE_ATTEMPTS:
+                            raise
+                        # the task's setup resets the shop: played again, it starts from the same state
+                        print(
+                            f"demo: {task.task_id} {trajectory} attempt {attempt}: {exc}; playing it again",
+                            file=sys.stderr,
+                        )
                 episodes.append(episode)
                 if report is not None:
                     report(episode)
     return episodes
+
+
+def _capture_one(
+    task: DemoTask,
+    trajectory: Trajectory,
+    base_url: str,
+    sessions_dir: Path,
+    headless: bool,
+    trace_dir: Path | None,
+) -> DemoEpisode:
+    from cdp_integration.capture.logger import CDPSessionLogger
+    from cdp_integration.demo.tasks import run_demo_task
+
+    logger = CDPSessionLogger(sessions_dir, instance_id=f"{task.task_id}.{trajectory}")
+    logger.task["demo_trajectory"] = trajectory
+    saved: list[Path] = []
+    trace_path = (trace_dir / trajectory / f"{task.task_id}.zip") if trace_dir else None
+
+    def save(env: Any) -> None:
+        if trace_path is not None:
+            env.unwrapped.context.tracing.stop(path=str(trace_path))
+        saved.append(logger.save_session())
+
+    def attach(env: Any) -> None:
+        logger.attach_to_browsergym_env(env)
+        if trace_dir is not None:
+            _trace_after_reset(env)
+
+    started = time.perf_counter()
+    try:
+        run = run_demo_task(
+            task,
+            trajectory,  # type: ignore[arg-type]
+            base_url,
+            on_env=attach,
+            before_close=save,
+            headless=headless,
+        )
+    except ActionFailed:
+        if logger.partial_path is not None:
+            logger.partial_path.unlink(missing_ok=True)
+        raise
+    return DemoEpisode(
+        task_id=task.task_id,
+        trajectory=trajectory,
+        eval_types=tuple(task.config["eval"]["eval_types"]),
+        live=run.final_reward,
+        live_max=max(run.rewards, default=0.0),
+        session=saved[0],
+        live_seconds=round(time.perf_counter() - started, 2),
+    )
 
 
 def _trace_after_reset(env: Any) -> None:

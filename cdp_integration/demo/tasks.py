@@ -35,7 +35,7 @@ from browsergym.core.task import AbstractBrowserTask  # noqa: E402
 from browsergym.webarena.instance import WebArenaInstance  # noqa: E402
 from browsergym.webarena.task import GenericWebArenaTask  # noqa: E402
 
-from cdp_integration.demo.agent import VERBS, to_browsergym_action  # noqa: E402
+from cdp_integration.demo.agent import VERBS, play_step  # noqa: E402
 from cdp_integration.webarena import point_evaluator_globals, substitute_placeholders  # noqa: E402
 
 __all__ = [
@@ -350,6 +350,8 @@ def run_demo_task(
     step; the env is closed in any case. ``final_reward`` is the reward of the last step, which BrowserGym
     computed with the official evaluator. With ``skip_sleep`` the evaluator's fixed 3 s waits are skipped
     (the in-process demo site has served a page when ``goto`` returns).
+    Raises `ActionFailed` when BrowserGym could not carry out a step (it would otherwise go on from a
+    state the trajectory did not mean, and score that).
     """
     import gymnasium as gym
 
@@ -371,8 +373,7 @@ def run_demo_task(
             chat = browser_env.chat  # type: ignore[attr-defined]
             first_message = len(chat.messages)
             for step in steps:
-                action = to_browsergym_action(step, browser_env.page, base)  # type: ignore[attr-defined]
-                _, reward, *_ = env.step(action)
+                _, reward, *_ = play_step(env, step, base)
                 rewards.append(float(reward))
             answers = [m["message"] for m in chat.messages[first_message:] if m["role"] == "assistant"]
             if before_close is not None:
