@@ -140,10 +140,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     from cdp_integration import environment
     from cdp_integration.demo.tasks import load_demo_tasks
-    from tests.integration.corpus import CorpusRecording, default_workers
+    from tests.integration.corpus import CorpusRecording, corpus_task_ids, default_workers
 
     environment.prepare()
-    task_ids = [task.task_id for task in load_demo_tasks()]
+    task_ids = corpus_task_ids([task.task_id for task in load_demo_tasks()])
     session.config.stash[recording_key] = CorpusRecording.start(corpus, task_ids, workers=default_workers())
 
 

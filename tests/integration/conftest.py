@@ -56,6 +56,27 @@ def demo_site() -> Iterator[DemoSite]:
         yield site
 
 
+VIEWER_EPISODES = ("demo.search-and-review", "demo.feed-and-preferences")
+"""The bundled episodes `viewer_sessions` records."""
+
+
+@pytest.fixture(scope="session")
+def viewer_sessions(demo_site: DemoSite, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Two bundled demo episodes captured with screenshots and every response body, once per test run
+    (the debug viewer shows them; the replay API coverage asks the final page of one)."""
+    from cdp_integration.demo.agent import load_episodes, run_episode
+
+    out = tmp_path_factory.mktemp("viewer-sessions")
+    options = {"screenshot": True, "response_bodies": "all"}
+    return {
+        episode.id: run_episode(
+            episode, demo_site.base_url, out, logger_options=options, reset=demo_site.reset
+        )
+        for episode in load_episodes()
+        if episode.id in VIEWER_EPISODES
+    }
+
+
 @pytest.fixture(scope="session")
 def demo_corpus(request: pytest.FixtureRequest) -> list[DemoEpisode]:
     """The 90 demo episodes (every demo task, both trajectories), recorded live once per test run.

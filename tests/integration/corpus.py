@@ -1,7 +1,9 @@
-"""The demo corpus: every demo task played live once per test run, in parallel worker processes.
+"""The demo corpus: demo tasks played live once per test run, in parallel worker processes.
 
-``make demo``'s 90 episodes (45 tasks x success/failure trajectories) are what the parity and
-redaction tests score. Recording them is mostly waiting (BrowserGym sleeps 0.5 s after every step, the
+``make test`` plays a covering subset of ``make demo``'s 45 tasks (`CORE_TASKS`: every evaluation
+type and mechanism, each task a test names), both trajectories; ``CDP_TEST_CORPUS=all`` (and
+``make test-imports``) plays all 90 episodes. They are what the parity, import and redaction tests
+score. Recording them is mostly waiting (BrowserGym sleeps 0.5 s after every step, the
 live evaluator sleeps 3 s per program_html check), so the tasks are split round-robin over
 ``CDP_TEST_CORPUS_WORKERS`` processes (default 3), each with its own demo shop, Playwright driver and
 Chromium, started as soon as pytest has collected a test that needs the corpus (by the first pytest-xdist
@@ -26,7 +28,7 @@ from pathlib import Path
 
 from cdp_integration.demo.job import DemoEpisode
 
-__all__ = ["CorpusRecording", "default_workers", "record"]
+__all__ = ["CORE_TASKS", "CorpusRecording", "corpus_task_ids", "default_workers", "record"]
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = "episodes.json"
@@ -42,6 +44,31 @@ TRACED_TASKS = frozenset({10000, 10003, 10014, 10017, 10018, 10021, 10024, 10027
 """Demo tasks whose corpus episodes are also recorded as Playwright traces (``out/traces``), for the
 import tests: every eval type and each way a trace can fail to answer. ``CDP_TEST_IMPORTS_FULL=1``
 traces every task."""
+
+
+CORE_TASKS = TRACED_TASKS | frozenset(
+    {
+        10001, 10015, 10037,  # test_browser_use's cases
+        10004,  # must_include (test_hostile_sessions)
+        10007,  # must_include of a single character (the evaluator tokenizes)
+        10010, 10013,  # fuzzy_match: two references each judged; N/A answered with a reason
+        10028,  # program_html: the latest order (REST) plus a second page
+        10033,  # program_html with prep_actions
+        10043,  # __last_url__ a comment link that reddit_get_post_url() maps to its post
+    }
+)  # fmt: skip
+"""The demo tasks ``make test`` plays: the traced ones, the ones a test picks by id, and one of each
+other mechanism. The 21 left out vary the failure of a mechanism a chosen task already exercises;
+``make demo`` plays them (its 90/90 line), as does ``CDP_TEST_CORPUS=all``."""
+
+ALL_VARIABLE = "CDP_TEST_CORPUS"
+
+
+def corpus_task_ids(task_ids: list[int]) -> list[int]:
+    """The demo task ids (in ``task_ids``' order) the test run's corpus plays."""
+    if os.environ.get(ALL_VARIABLE) == "all" or os.environ.get("CDP_TEST_IMPORTS_FULL") == "1":
+        return list(task_ids)
+    return [task_id for task_id in task_ids if task_id in CORE_TASKS]
 
 
 def _traced(task_id: int) -> bool:

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from cdp_integration import CDPSessionLogger, Session, load_session
-from cdp_integration.demo import DemoSite
-from cdp_integration.demo.agent import EPISODE_ATTEMPTS, ActionFailed, Episode, load_episodes, run_episode
+from cdp_integration.demo import DemoSite, agent
+from cdp_integration.demo.agent import ActionFailed, Episode, load_episodes, run_episode
 
 pytestmark = pytest.mark.integration
 
@@ -253,13 +253,16 @@ def test_screenshot_option_stores_png(demo_site: DemoSite, tmp_path: Path) -> No
 
 
 def test_an_action_browsergym_could_not_carry_out_is_loud_and_played_again(
-    demo_site: DemoSite, tmp_path: Path
+    demo_site: DemoSite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """BrowserGym reports a failed action in the observation and goes on; the scripted agent does not.
 
     Filling a heading is refused by Playwright (not an input) every time: with ``reset`` the episode is
-    played from a reset site up to three times, then `ActionFailed` is raised; no partial file is left.
+    played from a reset site up to ``EPISODE_ATTEMPTS`` times (two here, three by default), then
+    `ActionFailed` is raised; no partial file is left.
     """
+    assert agent.EPISODE_ATTEMPTS == 3
+    monkeypatch.setattr(agent, "EPISODE_ATTEMPTS", 2)
     episode = Episode("demo.fill-a-heading", "an action that cannot be done", (("fill", "#page-title", "x"),))
     resets: list[int] = []
 
@@ -269,8 +272,8 @@ def test_an_action_browsergym_could_not_carry_out_is_loud_and_played_again(
 
     with pytest.raises(ActionFailed, match=r"^fill\('\d+', 'x'\): "):
         run_episode(episode, demo_site.base_url, tmp_path, reset=reset)
-    assert len(resets) == EPISODE_ATTEMPTS == 3
+    assert len(resets) == 2
     with pytest.raises(ActionFailed):
         run_episode(episode, demo_site.base_url, tmp_path)  # without reset: not played again
-    assert len(resets) == 3
+    assert len(resets) == 2
     assert list(tmp_path.iterdir()) == []

@@ -23,26 +23,16 @@ from playwright.sync_api import Browser, Page, Request, expect
 from cdp_integration import load_session
 from cdp_integration.cli import cli
 from cdp_integration.demo import DemoSite
-from cdp_integration.demo.agent import load_episodes, run_episode
 from cdp_integration.session import SessionWriter
 
 pytestmark = pytest.mark.integration
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-EPISODES = ("demo.search-and-review", "demo.feed-and-preferences")
 
 
 @pytest.fixture(scope="module")
-def sessions(demo_site: DemoSite, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    out = tmp_path_factory.mktemp("debug-sessions")
-    paths = {}
-    for episode in load_episodes():
-        if episode.id in EPISODES:
-            options = {"screenshot": True, "response_bodies": "all"}
-            paths[episode.id] = run_episode(
-                episode, demo_site.base_url, out, logger_options=options, reset=demo_site.reset
-            )
-    return paths
+def sessions(viewer_sessions: dict[str, Path]) -> dict[str, Path]:
+    return viewer_sessions
 
 
 @pytest.fixture(scope="module")
@@ -295,7 +285,9 @@ def test_a_30_step_episode_opens_and_reaches_its_last_step(
     """30 real captured steps (the two demo episodes' steps, repeated) with screenshots and DOMs.
 
     How fast it opens is printed, not asserted: a timing is a benchmark, not a test."""
-    review, feed = (load_session(sessions[name]) for name in EPISODES)
+    review, feed = (
+        load_session(sessions[name]) for name in ("demo.search-and-review", "demo.feed-and-preferences")
+    )
     pool = list(review.steps) + list(feed.steps)
     path = tmp_path / "long.session.jsonl.gz"
     writer = SessionWriter(tmp_path / "long.partial", review.header)

@@ -1,4 +1,5 @@
-"""Parity: every demo task, both scripted trajectories, scored live and offline — same number.
+"""Parity: the demo corpus (``corpus.CORE_TASKS``, every task with ``CDP_TEST_CORPUS=all``), both scripted
+trajectories, scored live and offline — same number.
 
 Live: BrowserGym's ``GenericWebArenaTask.validate`` runs libwebarena's official evaluator after every
 step against the demo shop. Offline: the demo shop has been shut down and Python may not open a
@@ -13,6 +14,7 @@ from cdp_integration.demo.job import DemoEpisode, format_results, score_demo_ses
 from cdp_integration.demo.tasks import load_demo_tasks
 from cdp_integration.evaluate.scoring import evaluate_session
 from cdp_integration.session.store import load_session
+from tests.integration.corpus import corpus_task_ids
 
 
 @pytest.fixture(scope="module")
@@ -21,14 +23,41 @@ def episodes(demo_corpus: list[DemoEpisode]) -> list[DemoEpisode]:
     return demo_corpus
 
 
-def test_every_demo_task_was_played_both_ways(episodes: list[DemoEpisode]) -> None:
+def test_every_corpus_task_was_played_both_ways(episodes: list[DemoEpisode]) -> None:
     tasks = load_demo_tasks()
     assert len(tasks) >= 40
+    chosen = corpus_task_ids([t.task_id for t in tasks])
+    assert set(chosen) <= {t.task_id for t in tasks}
+    assert len(chosen) >= 20
     assert {(e.task_id, e.trajectory) for e in episodes} == {
-        (t.task_id, trajectory) for t in tasks for trajectory in ("success", "failure")
+        (task_id, trajectory) for task_id in chosen for trajectory in ("success", "failure")
     }
-    assert [e.live for e in episodes if e.trajectory == "success"] == [1.0] * len(tasks)
-    assert [e.live for e in episodes if e.trajectory == "failure"] == [0.0] * len(tasks)
+    assert [e.live for e in episodes if e.trajectory == "success"] == [1.0] * len(chosen)
+    assert [e.live for e in episodes if e.trajectory == "failure"] == [0.0] * len(chosen)
+
+
+def test_the_corpus_covers_every_evaluation_type_and_mechanism() -> None:
+    """What the left-out tasks exercise, a chosen one does too: their eval types and evaluator inputs."""
+    tasks = load_demo_tasks()
+    chosen = set(corpus_task_ids([t.task_id for t in tasks]))
+
+    def kinds(config: dict) -> set[str]:  # type: ignore[type-arg]
+        evaluation = config["eval"]
+        found = {f"type:{t}" for t in evaluation["eval_types"]}
+        found |= {f"answer:{k}" for k in evaluation.get("reference_answers") or {}}
+        for target in evaluation.get("program_html") or []:
+            url, locator = target.get("url", ""), target.get("locator", "")
+            found.add("url:" + ("last" if url == "last" else "func" if url.startswith("func:") else "page"))
+            found.add(
+                "locator:" + ("func" if locator.startswith("func:") else "js" if locator else "content")
+            )
+            found |= {f"check:{k}" for k in target.get("required_contents") or {}}
+            found.add("prep" if target.get("prep_actions") else "no-prep")
+        return found
+
+    covered = set().union(*(kinds(t.config) for t in tasks if t.task_id in chosen))
+    every = set().union(*(kinds(t.config) for t in tasks))
+    assert every <= covered, sorted(every - covered)
 
 
 def test_offline_score_equals_live_score(

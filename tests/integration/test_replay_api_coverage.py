@@ -11,12 +11,11 @@ from __future__ import annotations
 import importlib.resources
 import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 
-from cdp_integration.demo import DemoSite
-from cdp_integration.demo.agent import load_episodes, run_episode
 from cdp_integration.errors import ReplayMissError
 from cdp_integration.replay import replay_step
 from cdp_integration.replay.recorded import replay_http
@@ -31,10 +30,9 @@ def _program_html_configs() -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def demo_session(demo_site: DemoSite, tmp_path_factory: pytest.TempPathFactory) -> Session:
-    episode = next(e for e in load_episodes() if e.id == "demo.search-and-review")
-    out = tmp_path_factory.mktemp("coverage")
-    return load_session(run_episode(episode, demo_site.base_url, out, reset=demo_site.reset))
+def demo_session(viewer_sessions: dict[str, Path]) -> Session:
+    """The signed-in review episode (the session the debug viewer tests show too)."""
+    return load_session(viewer_sessions["demo.search-and-review"])
 
 
 _GUARD_REASONS = ("depends on CSS", "dispatches", "scripts do not run")
