@@ -8,6 +8,11 @@ real ``browsergym/openended`` env on a page served by a real HTTP server: type i
 textarea, check one box and uncheck another, no submit; then the server stops and the offline
 answers are compared with the live ones, and the unmodified WebArena evaluator scores a fresh-load
 config and a url ``last`` config the same live and offline.
+
+On the agent's page live, the attributes stay as BrowserGym's last observation wrote them
+(``getAttribute('value')`` is the typed text, ``[value=...]`` selectors and ``outerHTML`` see it, so
+does ``content()``, which a program_html locator ``""`` reads): the tab keeps what the marking wrote
+(``marked_attributes``) and the agent's page offline answers with it; a fresh load keeps the page's own.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from cdp_integration.capture.logger import CDPSessionLogger
 from cdp_integration.capture.probes import build_trajectory
 from cdp_integration.evaluate.scoring import evaluate_session
 from cdp_integration.replay import replay_step
+from cdp_integration.session.models import MarkedAttributes
 from cdp_integration.session.store import Session, load_session
 from cdp_integration.webarena import skip_evaluator_sleep, use_site_urls, webarena_config_file
 
@@ -67,6 +73,16 @@ FRESH = [
     "document.querySelectorAll('[bid], [browsergym_visibility_ratio]').length",
 ]
 """Questions on a fresh load of the form's URL: attributes too, which BrowserGym's marking rewrote."""
+MARKED = [
+    *(f"document.querySelector('#{i}').getAttribute('value')" for i in IDS),
+    *(f"document.querySelector('#{i}').hasAttribute('checked')" for i in ("agree", "news")),
+    *(f"document.querySelectorAll('[value=\"{v}\"]').length" for v in ("Typed title", "emma", "3", "first")),
+    "document.querySelectorAll('[checked]').length",
+    *(f"document.querySelector('#{i}').defaultValue" for i in ("title", "nick")),
+    "document.querySelector('#review').outerHTML",
+]
+"""Questions on the page as the agent left it whose live answers BrowserGym's marking changed."""
+FRESH += [f"document.querySelectorAll('[value=\"{v}\"]').length" for v in ("Typed title", "emma", "3")]
 
 CONFIG: dict[str, Any] = {
     "sites": ["shopping"],
@@ -106,9 +122,15 @@ def _configs(base: str) -> dict[str, dict[str, Any]]:
         ]
         return made
 
+    content = copy.deepcopy(CONFIG)  # locator "": the page's content(), attributes as BrowserGym left them
+    content["start_url"] = base + "/form"
+    content["eval"]["program_html"] = [
+        {"url": "last", "locator": "", "required_contents": {"must_include": ['value="Typed title"']}}
+    ]
     return {
         "last": config("last", "Typed title|true"),
         "fresh": config(base + "/form", "default title|false"),
+        "content": content,
     }
 
 
@@ -166,6 +188,7 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Captured]:
             env.step(f"{verb}({bid!r}{''.join(f', {t!r}' for t in text)})")
         live["marked"] = page.evaluate("document.querySelector('#title').getAttribute('value')")
         live["as_left"] = [page.evaluate(e) for e in EXPRESSIONS]
+        live["as_marked"] = [page.evaluate(e) for e in MARKED]
         fresh = page.context.new_page()
         fresh.goto(base + "/form")
         live["fresh"] = [fresh.evaluate(e) for e in FRESH]
@@ -216,6 +239,55 @@ def test_the_agents_page_answers_as_live(captured: Captured, no_sockets: list[ob
     assert no_sockets == []
 
 
+def test_the_agents_page_has_the_attributes_browsergym_wrote_as_live(captured: Captured) -> None:
+    session, live = captured
+    answers = dict(zip(MARKED, live["as_marked"], strict=True))
+    assert answers["document.querySelector('#title').getAttribute('value')"] == "Typed title"
+    assert answers["document.querySelector('#nick').getAttribute('value')"] == "emma"
+    assert answers["document.querySelector('#agree').hasAttribute('checked')"] is True
+    assert answers["document.querySelector('#news').hasAttribute('checked')"] is False
+    tab = session.final_step.active_tab
+    assert tab is not None and {(m.id, m.value, m.checked) for m in tab.marked_attributes if m.id} >= {
+        ("title", "Typed title", None),
+        ("nick", "emma", None),
+        ("agree", None, True),
+        ("news", None, False),
+    }
+    page = replay_step(session, -1)
+    offline = dict(zip(MARKED, [page.evaluate(e) for e in MARKED], strict=True))
+    assert offline == answers
+    assert page.content().count('value="Typed title"') == 1  # locator "": what program_html reads
+
+
+def test_a_marked_attribute_matching_no_single_element_of_its_tag_is_skipped(captured: Captured) -> None:
+    """The records are untrusted: a bid on no element or on two, or on an element of another tag, is
+    left out (the page's own attribute stays); a value is set as data, whatever it holds."""
+    session, _ = captured
+    step = session.final_step
+    tab = step.active_tab
+    assert tab is not None and tab.html is not None
+    bids = {mark.id: mark.bid for mark in tab.marked_attributes if mark.id}
+    hostile = '"></textarea><img src=x onerror="document.title=1">${1}`'
+    marks = [
+        MarkedAttributes(bid="no-such-bid", tag="input", value="nowhere"),
+        MarkedAttributes(bid=bids["nick"], tag="input", value="twice"),  # on two elements below
+        MarkedAttributes(bid=bids["title"], tag="textarea", value="wrong tag"),
+        MarkedAttributes(bid=bids["body"], tag="textarea", value=hostile, value_at=10**20, checked_at=-1),
+    ]
+    html = tab.html.replace("</form>", f'<input bid="{bids["nick"]}"></form>', 1)
+    tabs = [tab.model_copy(update={"html": html, "marked_attributes": marks})]
+    changed = Session(
+        session.header, (*session.steps[:-1], step.model_copy(update={"tabs": tabs})), session.end
+    )
+    page = replay_step(changed, -1)
+    questions = [
+        *(f"document.querySelector('#{i}').getAttribute('value')" for i in ("nick", "title", "body")),
+        "document.querySelectorAll('img').length",
+        "document.querySelector('#title').value",
+    ]
+    assert [page.evaluate(e) for e in questions] == [None, "default title", hostile, 0, "Typed title"]
+
+
 def test_a_fresh_load_offline_answers_as_a_fresh_live_load(captured: Captured) -> None:
     session, live = captured
     page = replay_step(session, -1)
@@ -227,7 +299,7 @@ def test_a_fresh_load_offline_answers_as_a_fresh_live_load(captured: Captured) -
 
 def test_the_official_evaluator_scores_as_live(captured: Captured) -> None:
     session, live = captured
-    assert live["scores"] == {"last": 1.0, "fresh": 1.0}
+    assert live["scores"] == {"last": 1.0, "fresh": 1.0, "content": 1.0}
     offline = {}
     for name, config in _configs(live["base"]).items():
         score = evaluate_session(session, config, per_step=False)
