@@ -32,6 +32,7 @@ from cdp_integration.capture.probes import build_trajectory
 from cdp_integration.evaluate.scoring import evaluate_session
 from cdp_integration.replay import replay_step
 from cdp_integration.session.models import MarkedAttributes
+from cdp_integration.session.redact import redact_session
 from cdp_integration.session.store import Session, load_session
 from cdp_integration.webarena import skip_evaluator_sleep, use_site_urls, webarena_config_file
 
@@ -40,21 +41,24 @@ pytestmark = pytest.mark.integration
 PAGE = """<!DOCTYPE html><html><head><title>Review</title></head><body>
 <form id="review" method="post" action="/review">
 <input id="title" name="title" value="default title"><input id="nick" name="nick">
+<input id="pw" name="pw" type="password">
 <textarea id="body" name="body">default body</textarea>
 <input id="agree" type="checkbox" name="agree"><input id="news" type="checkbox" name="news" checked>
 <select id="rating" name="rating"><option>1</option><option selected>3</option><option>5</option></select>
 <ol><li id="first">first</li></ol><button id="send" type="button">Send</button>
 </form></body></html>"""
 
+PASSWORD = "s3cret-typed"
 ACTIONS = [
     ("fill", "#title", "Typed title"),
     ("fill", "#nick", "emma"),
+    ("fill", "#pw", PASSWORD),
     ("fill", "#body", "Typed body"),
     ("click", "#agree"),
     ("click", "#news"),
 ]
 
-IDS = ("title", "nick", "body", "agree", "news", "rating", "first", "send")
+IDS = ("title", "nick", "pw", "body", "agree", "news", "rating", "first", "send")
 EXPRESSIONS = [
     *(f"document.querySelector('#{i}').value" for i in ("title", "nick", "body", "rating")),
     *(f"document.querySelector('#{i}').checked" for i in ("agree", "news")),
@@ -229,6 +233,7 @@ def test_the_capture_stores_the_pages_attributes_and_the_typed_values(captured: 
         "body": ("Typed body", None),
         "agree": (None, True),
         "news": (None, False),
+        "pw": (PASSWORD, None),
     }
 
 
@@ -288,6 +293,28 @@ def test_a_marked_attribute_matching_no_single_element_of_its_tag_is_skipped(cap
         "document.querySelector('#title').value",
     ]
     assert [page.evaluate(e) for e in questions] == [None, "default title", hostile, 0, "Typed title"]
+
+
+def test_the_typed_password_browsergym_wrote_into_its_attribute_is_redacted(captured: Captured) -> None:
+    """BrowserGym copies a typed password into the ``value`` attribute: redaction replaces that copy
+    with the form state's placeholder, so the redacted agent's page still agrees with itself."""
+    session, live = captured
+    assert (
+        dict(zip(MARKED, live["as_marked"], strict=True))[
+            "document.querySelector('#pw').getAttribute('value')"
+        ]
+        == PASSWORD
+    )
+    redacted = redact_session(session)
+    assert all(PASSWORD not in step.model_dump_json() for step in redacted.steps)
+    tab = redacted.final_step.active_tab
+    assert tab is not None
+    mark = next(m.value for m in tab.marked_attributes if m.id == "pw")
+    assert mark == next(c.value for c in tab.form_state if c.id == "pw")
+    assert mark is not None and mark.startswith("REDACTED-password-")
+    page = replay_step(redacted, -1)
+    questions = ["document.querySelector('#pw').getAttribute('value')", "document.querySelector('#pw').value"]
+    assert [page.evaluate(e) for e in questions] == [mark, mark]
 
 
 def test_a_fresh_load_offline_answers_as_a_fresh_live_load(captured: Captured) -> None:
