@@ -683,7 +683,8 @@ def _apply_marked_attributes(page: Any, document: ReplayDocument) -> None:
         control.get("frame") for control in document.form_state
     ):
         page.wait_for_load_state("load")  # the frames' documents are in place
-    page.evaluate(_APPLY_MARKED_ATTRIBUTES, [_mark_argument(mark) for mark in document.marked_attributes])
+    marks = [_mark_argument(mark) for mark in document.marked_attributes]
+    page.evaluate(_APPLY_MARKED_ATTRIBUTES, [mark for mark in marks if mark["bid"]])
 
 
 def _mark_argument(mark: Mapping[str, Any]) -> dict[str, Any]:
