@@ -4,8 +4,8 @@ BrowserGym's observation writes every element's live ``.value`` into its ``value
 ``.checked`` into ``checked``, in the live DOM. The capture must still store the page's own
 attributes (so a fresh load of the URL answered offline has the defaults a fresh live load has) and
 what the agent typed as form state (so the agent's page answers as live). One short episode of the
-real ``browsergym/openended`` env on a page served by a real HTTP server: type into an input and a
-textarea, check one box and uncheck another, no submit; then the server stops and the offline
+real ``browsergym/openended`` env on a page served by a real HTTP server: type into two inputs, a
+password input and a textarea, check one box and uncheck another, no submit; then the server stops and the offline
 answers are compared with the live ones, and the unmodified WebArena evaluator scores a fresh-load
 config and a url ``last`` config the same live and offline.
 
