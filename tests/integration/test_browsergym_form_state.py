@@ -5,9 +5,9 @@ BrowserGym's observation writes every element's live ``.value`` into its ``value
 attributes (so a fresh load of the URL answered offline has the defaults a fresh live load has) and
 what the agent typed as form state (so the agent's page answers as live). One short episode of the
 real ``browsergym/openended`` env on a page served by a real HTTP server: type into two inputs, a
-password input and a textarea, check one box and uncheck another, no submit; then the server stops and the offline
-answers are compared with the live ones, and the unmodified WebArena evaluator scores a fresh-load
-config and a url ``last`` config the same live and offline.
+password input and a textarea, check one box and uncheck another, no submit; then the server stops
+and the offline answers are compared with the live ones, and the unmodified WebArena evaluator
+scores a fresh-load config and url ``last`` configs the same live and offline.
 
 On the agent's page live, the attributes stay as BrowserGym's last observation wrote them
 (``getAttribute('value')`` is the typed text, ``[value=...]`` selectors and ``outerHTML`` see it, so
