@@ -4,7 +4,9 @@ BrowserGym writes each element's live ``.value`` into its ``value`` attribute an
 ``checked`` at every observation, in the live DOM. Served as captured, such HTML would answer a fresh
 load of the URL with what the agent typed, where a fresh live load has the page's own attributes.
 ``state.read_form`` reports, per element BrowserGym marked (by its ``bid``), the attributes the page
-had; here they are written back into the serialized documents, start tag by start tag.
+had; here they are written back into the serialized documents, start tag by start tag, and what the
+marking had left in each tag changed is returned: the tab keeps it (``TabState.marked_attributes``)
+for the page as the agent left it, which live still has BrowserGym's attributes.
 
 The HTML is Chromium's serialization (``DOM.getOuterHTML``): every attribute is ``name="value"``
 with ``"`` escaped, and ``<`` in text is escaped except inside raw-text elements, so start tags are
@@ -31,12 +33,16 @@ _BID = "bid"
 """BrowserGym's element id attribute (``browsergym.core.constants.BROWSERGYM_ID_ATTRIBUTE``)."""
 
 
-def restore_attributes(document: str, restored: Iterable[Mapping[str, Any]]) -> tuple[str, set[str]]:
+def restore_attributes(
+    document: str, restored: Iterable[Mapping[str, Any]]
+) -> tuple[str, dict[str, dict[str, Any]]]:
     """``document`` with the listed elements' ``value``/``checked`` attributes as the page had them,
-    and the bids put back. An element whose bid is not on exactly one start tag is left as it is."""
+    and, by bid, what the marking had left in each tag changed (``tag``, and ``value`` (None: no
+    attribute) / ``checked`` for the attributes restored). An element whose bid is not on exactly
+    one start tag is left as it is."""
     wanted = {str(item["bid"]): item for item in restored if item.get("bid")}
     if not wanted or f" {_BID}=" not in document:
-        return document, set()
+        return document, {}
     found: dict[str, list[re.Match[str]]] = {}
     for match in _TOKEN.finditer(document):
         attributes = match.group(3)
@@ -46,16 +52,33 @@ def restore_attributes(document: str, restored: Iterable[Mapping[str, Any]]) -> 
         bid = html.unescape(bid) if bid is not None else None
         if bid in wanted:
             found.setdefault(bid, []).append(match)
-    edits = [(matches[0], wanted[bid]) for bid, matches in found.items() if len(matches) == 1]
+    edits = {bid: matches[0] for bid, matches in found.items() if len(matches) == 1}
     if not edits:
-        return document, set()
+        return document, {}
     parts: list[str] = []
     at = 0
-    for match, item in sorted(edits, key=lambda edit: edit[0].start()):
-        parts += [document[at : match.start()], _start_tag(match, item)]
+    for bid, match in sorted(edits.items(), key=lambda edit: edit[1].start()):
+        parts += [document[at : match.start()], _start_tag(match, wanted[bid])]
         at = match.end()
     parts.append(document[at:])
-    return "".join(parts), {bid for bid, matches in found.items() if len(matches) == 1}
+    return "".join(parts), {bid: _marked(match, wanted[bid]) for bid, match in edits.items()}
+
+
+def _marked(match: re.Match[str], item: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``value``/``checked`` attributes ``item`` restores, as the start tag had them, and each
+    one's place among the tag's attributes (``outerHTML`` lists them in the order they were added:
+    BrowserGym adds ``value`` before its ``bid``)."""
+    had: dict[str, tuple[int, str]] = {}
+    for attribute in _ATTRIBUTE.finditer(match.group(3)):  # a parser keeps a name's first occurrence
+        had.setdefault(attribute.group(2).lower(), (len(had), html.unescape(attribute.group(3) or "")))
+    marked: dict[str, Any] = {"tag": match.group(2).lower()}
+    for name in ("value", "checked"):
+        if name in item:
+            at, value = had.get(name, (None, None))
+            marked[name] = value if name == "value" else at is not None
+            if at is not None:
+                marked[f"{name}_at"] = at
+    return marked
 
 
 def _start_tag(match: re.Match[str], item: Mapping[str, Any]) -> str:

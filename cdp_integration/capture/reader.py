@@ -16,7 +16,7 @@ from cdp_integration.capture.marking import restore_attributes
 from cdp_integration.capture.options import CaptureOptions
 from cdp_integration.capture.tabs import Tab, TabTracker
 from cdp_integration.errors import CaptureError
-from cdp_integration.session.models import CaptureFault, Cookie, PageResource, TabState
+from cdp_integration.session.models import CaptureFault, Cookie, MarkedAttributes, PageResource, TabState
 
 __all__ = ["StateReader"]
 
@@ -172,8 +172,9 @@ class StateReader:
 
 def _unmark(fields: dict[str, Any], restored: list[dict[str, Any]]) -> None:
     """The page's own ``value``/``checked`` attributes back in the tab's HTML and frames' HTML where
-    BrowserGym's marking overwrote them (what was typed is in the form state read with them)."""
-    done: set[str] = set()
+    BrowserGym's marking overwrote them (what was typed is in the form state read with them), and
+    what the marking had written there as the tab's ``marked_attributes`` (the agent's page has it)."""
+    done: dict[str, dict[str, Any]] = {}
     if fields.get("html") is not None:
         fields["html"], done = restore_attributes(fields["html"], restored)
     frames = []
@@ -183,6 +184,10 @@ def _unmark(fields: dict[str, Any], restored: list[dict[str, Any]]) -> None:
         done |= in_frame
     if "frames" in fields:
         fields["frames"] = frames
+    by_bid = {str(item.get("bid")): item for item in restored}
+    fields["marked_attributes"] = [
+        MarkedAttributes.model_validate({**_identity(by_bid[bid]), **marked}) for bid, marked in done.items()
+    ]
     framed = "frames" in fields
     missing = [
         str(item.get("bid"))
@@ -195,6 +200,11 @@ def _unmark(fields: dict[str, Any], restored: list[dict[str, Any]]) -> None:
             "start tag of the captured HTML: their value/checked attributes stay as marked there, so a "
             "fresh load of this URL offline shows them as the agent left them"
         )
+
+
+def _identity(item: dict[str, Any]) -> dict[str, Any]:
+    """A restored element's bid and identity, without the page's own attributes it carries."""
+    return {key: item[key] for key in ("bid", "frame", "type", "name", "id", "autocomplete") if key in item}
 
 
 _STAGES = {"screenshot_png": "screenshot", "ax_tree": "accessibility_tree"}

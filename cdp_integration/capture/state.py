@@ -343,7 +343,11 @@ _FORM_STATE = (
   each(document, (el, path, frame) => {
     const tag = el.localName;
     const put = original(el);
-    if (put) restored.push(Object.assign({bid: el.getAttribute("bid"), frame}, put));
+    if (put) restored.push(Object.assign({
+      bid: el.getAttribute("bid"), frame, tag, type: tag === "input" ? el.type : "",
+      name: el.getAttribute("name") || "", id: el.getAttribute("id") || "",
+      autocomplete: el.getAttribute("autocomplete") || "",
+    }, put));
     if (tag === "input" || tag === "textarea" || tag === "select") record(el, tag, path, frame, put);
   });
   return {controls: out, restored};
@@ -351,7 +355,8 @@ _FORM_STATE = (
 )
 """Controls whose state differs from the page's own default, and (on a page BrowserGym marked, see
 ``remember_marked_attributes``) the attributes to put back where its marking overwrote the page's:
-``{bid, value?, checked?}``. A control's default is then reckoned from the page's attribute."""
+``{bid, frame, tag, type, name, id, autocomplete, value?, checked?}``. A control's default is then
+reckoned from the page's attribute."""
 
 
 def read_form_state(
@@ -372,7 +377,7 @@ def read_form(
     cdp: Any, tree: dict[str, Any] | None = None, worlds: dict[str, int] | None = None
 ) -> tuple[list[FormControlState], list[dict[str, Any]]]:
     """``read_form_state``, and the attributes BrowserGym's marking overwrote that the HTML must get
-    back (``{"bid", "value"?, "checked"?}``; see ``remember_marked_attributes``).
+    back (``{"bid", "frame", "tag", ..., "value"?, "checked"?}``; see ``remember_marked_attributes``).
 
     On a marked page a control's default is its attribute as the page had it, so what the agent typed
     is form state even though BrowserGym copied it into the ``value`` attribute.

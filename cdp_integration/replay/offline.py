@@ -84,6 +84,9 @@ class ReplayDocument:
     form_state: tuple[Mapping[str, Any], ...] = ()
     """What the agent typed, checked and selected (``FormControlState`` dumps), applied after load:
     only for the page as the agent left it, never for a fresh load of its URL."""
+    marked_attributes: tuple[Mapping[str, Any], ...] = ()
+    """The ``value``/``checked`` attributes BrowserGym's marking wrote (``MarkedAttributes`` dumps),
+    set after the form state: only for the page as the agent left it, never for a fresh load."""
 
     @functools.cached_property
     def scripted(self) -> str | None:
@@ -302,6 +305,9 @@ class OfflineBrowser:
         if document.form_state:
             with self.limit(f"restoring the form state of {document.url}"):  # its size is the session's
                 _apply_form_state(page, document)
+        if document.marked_attributes:
+            with self.limit(f"restoring BrowserGym's marked attributes of {document.url}"):
+                _apply_marked_attributes(page, document)
         if document.local_storage or document.session_storage:
             page.evaluate(
                 """([local, session]) => {
@@ -609,6 +615,90 @@ def _apply_form_state(page: Any, document: ReplayDocument) -> None:
             "sandbox (the re-parsed page has no such control at its place), so values typed there could "
             "not be answered as live"
         )
+
+
+_APPLY_MARKED_ATTRIBUTES = """(marks) => {
+  // Attributes re-added to move one: BrowserGym's own and the two it writes, never one whose removal
+  // would change the control's state (type, min, max, ...).
+  const movable = (name) => /^(bid|value|checked|browsergym_[\\w-]*|aria-[\\w-]*|data-[\\w.-]*)$/.test(name);
+  const place = (el, name, at) => {
+    const names = Array.from(el.attributes, (a) => a.name);
+    if (!Number.isInteger(at) || at < 0 || at >= names.length || !names.includes(name)) return;
+    const order = names.filter((n) => n !== name);
+    order.splice(at, 0, name);
+    const first = order.findIndex((n, i) => n !== names[i]);
+    if (first < 0 || !order.slice(first).every(movable)) return;
+    for (const n of order.slice(first)) {
+      const value = el.getAttribute(n);
+      el.removeAttribute(n);
+      el.setAttribute(n, value);
+    }
+  };
+  const wanted = new Map(marks.map((m) => [m.bid, []]));
+  const visit = (root) => {
+    for (const el of root.querySelectorAll("*")) {
+      const bid = el.getAttribute("bid");
+      if (bid !== null && wanted.has(bid)) wanted.get(bid).push(el);
+      if (el.localName === "iframe" || el.localName === "frame") {
+        let inner = null;
+        try { inner = el.contentDocument; } catch (e) { inner = null; }
+        if (inner && inner.documentElement) visit(inner);
+      } else if (el.shadowRoot) visit(el.shadowRoot);
+    }
+  };
+  visit(document);
+  const bare = (url) => url.split("#")[0];
+  let skipped = 0;
+  for (const m of marks) {
+    const found = wanted.get(m.bid);
+    const el = found.length === 1 ? found[0] : null;
+    if (el === null || el.localName !== m.tag || (m.frame && bare(el.ownerDocument.URL) !== bare(m.frame))) {
+      skipped++;
+      continue;
+    }
+    if (typeof m.value === "string") el.setAttribute("value", m.value);
+    if (m.checked === true) el.setAttribute("checked", "");
+    else if (m.checked === false) el.removeAttribute("checked");
+    const places = [["value", m.value_at], ["checked", m.checked_at]].filter(([, at]) => at !== null);
+    for (const [name, at] of places.sort((a, b) => a[1] - b[1])) place(el, name, at);
+  }
+  return skipped;
+}"""
+"""Writes the ``value``/``checked`` attributes BrowserGym's marking left, by ``bid`` (in the document,
+its open shadow roots and same-origin frames), each at its place among the element's attributes; an
+element whose bid is on none or several elements, or that is not of the recorded tag, is skipped.
+Returns how many were skipped."""
+
+
+def _apply_marked_attributes(page: Any, document: ReplayDocument) -> None:
+    """The attributes BrowserGym's marking wrote, as the live agent's page has them after the
+    observation (``getAttribute('value')``, ``[value=...]``, ``outerHTML``, ``content()``).
+
+    After the form state: a control the agent typed into has its dirty value (and checkedness) flag
+    set, so the attribute changes ``defaultValue`` only, as the marking did live. The records are
+    untrusted data passed as the argument, never built into the script; a record that matches no
+    single element of its tag is skipped (a capture only stores bids it found on exactly one tag).
+    """
+    if any(mark.get("frame") for mark in document.marked_attributes) and not any(
+        control.get("frame") for control in document.form_state
+    ):
+        page.wait_for_load_state("load")  # the frames' documents are in place
+    marks = [_mark_argument(mark) for mark in document.marked_attributes]
+    page.evaluate(_APPLY_MARKED_ATTRIBUTES, [mark for mark in marks if mark["bid"]])
+
+
+def _mark_argument(mark: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields the apply script reads, with their JSON types enforced."""
+    value, checked = mark.get("value"), mark.get("checked")
+    places = {name: mark.get(name) for name in ("value_at", "checked_at")}
+    return {
+        "bid": str(mark.get("bid", "")),
+        "tag": str(mark.get("tag", "")),
+        "frame": str(mark.get("frame", "")),
+        "value": value if isinstance(value, str) else None,
+        "checked": checked if isinstance(checked, bool) else None,
+        **{name: at if type(at) is int and 0 <= at < 1_000_000 else None for name, at in places.items()},
+    }
 
 
 def _control_name(control: Mapping[str, Any]) -> str:

@@ -292,7 +292,8 @@ class MockBrowserContext(BrowserContext):
         (``tab`` None: the evaluator's own ``goto``) what ``fresh_load`` picks.
 
         Only the page as the agent left it gets what was typed into its forms and BrowserGym's marking
-        (``bid`` attributes: its observation marks the agent's page); a fresh load, as live, has none.
+        (``bid`` attributes and the ``value``/``checked`` attributes it wrote: its observation marks the
+        agent's page); a fresh load, as live, has none.
         """
         as_left = tab is not None and tab.html is not None
         if tab is None or tab.html is None:
@@ -314,6 +315,7 @@ class MockBrowserContext(BrowserContext):
             },
             cssom_styles=tuple(style.model_dump() for style in tab.cssom_styles),
             form_state=tuple(control.model_dump() for control in tab.form_state) if as_left else (),
+            marked_attributes=tuple(mark.model_dump() for mark in tab.marked_attributes) if as_left else (),
         )
 
     def scripted(self, tab: TabState) -> str | None:
@@ -736,7 +738,8 @@ class MockPage(Page):
             document = self._captured()
             if document is None:
                 raise self._miss("content")
-            return document.html
+            if not document.marked_attributes:  # else the HTML lacks the attributes BrowserGym wrote
+                return document.html
         with self._question("content()"):
             return str(self._offline_page("content", None).content())
 

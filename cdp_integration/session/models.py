@@ -22,6 +22,7 @@ __all__ = [
     "FormControlState",
     "FrameState",
     "HttpCall",
+    "MarkedAttributes",
     "NetworkExchange",
     "PageResource",
     "RequestInfo",
@@ -36,7 +37,8 @@ __all__ = [
 FORMAT_VERSION = 3
 """Bumped on any change a reader of the previous version could misread. 2: chunked HTML and DOM
 snapshots (blob ``kind``), captured stylesheets (``Step.resources``). 3: form state
-(``TabState.form_state``). Formats 1 and 2 still read."""
+(``TabState.form_state``); later, additively, ``TabState.marked_attributes`` (a file without it reads
+as before; a reader that predates it refuses the field, never misreads it). Formats 1 and 2 still read."""
 
 TrafficOrigin = Literal["agent", "evaluator"]
 """Who caused a request: the agent's episode, or the live evaluator's own tabs during ``validate()``."""
@@ -128,6 +130,39 @@ class FormControlState(_Record):
     """The selected options' labels, for display."""
 
 
+class MarkedAttributes(_Record):
+    """What BrowserGym's observation wrote into one element's ``value``/``checked`` attributes, where
+    that differs from the page's own attribute (which the captured HTML holds).
+
+    BrowserGym's marking writes each element's live ``.value`` into its ``value`` attribute and
+    ``.checked`` into ``checked``, and never undoes it, so the live agent's page answers
+    ``getAttribute('value')``, ``[value=...]`` selectors and ``outerHTML`` with what was typed. The
+    capture puts the page's own attributes in the HTML (a fresh load has those) and keeps what the
+    marking wrote here, for the page as the agent left it only. ``bid`` is BrowserGym's id of the
+    element (on exactly one start tag of the tab's or a frame's HTML); ``tag``, ``type``, ``name``,
+    ``id``, ``autocomplete`` identify it (checked on apply, used by redaction); ``frame`` as in
+    ``FormControlState``.
+    """
+
+    bid: str
+    tag: str = ""
+    type: str = ""
+    """An input's ``type``; empty for other elements."""
+    name: str = ""
+    id: str = ""
+    autocomplete: str = ""
+    frame: str = ""
+    value: str | None = None
+    """The ``value`` attribute as the marking left it (None: the page's own is kept)."""
+    checked: bool | None = None
+    """Whether the marking left a ``checked`` attribute (None: the page's own is kept)."""
+    value_at: int | None = None
+    """The ``value`` attribute's place among the element's attributes (``outerHTML`` lists them in
+    the order they were added; BrowserGym adds ``value`` before its ``bid``)."""
+    checked_at: int | None = None
+    """The same for ``checked``."""
+
+
 class PageResource(_Record):
     """A subresource body read from the renderer (``Page.getResourceContent``): stylesheets, so the
     page renders offline as it did live. Stored once per URL per session, at the first step that had it."""
@@ -164,6 +199,9 @@ class TabState(_Record):
     form_state: list[FormControlState] = []
     """Form controls whose live state differs from their default, in the tab's document, its open
     shadow roots and its same-origin frames (format 3)."""
+    marked_attributes: list[MarkedAttributes] = []
+    """On a page BrowserGym marked: the ``value``/``checked`` attributes its marking wrote where the
+    page's own (in ``html``) differ; replayed on the page as the agent left it, never on a fresh load."""
 
 
 class RequestInfo(_Record):

@@ -2,7 +2,8 @@
 
 Secrets (``RedactionPolicy``): cookie values; ``Authorization`` / ``Proxy-Authorization`` credentials,
 ``Cookie`` / ``Set-Cookie`` values and other secret headers (``X-*-Token``); values of password inputs
-(and inputs named like secrets) in captured HTML, DOM snapshots and form state; values under password-like keys in
+(and inputs named like secrets) in captured HTML, DOM snapshots, form state and the attributes
+BrowserGym's marking wrote (``marked_attributes``); values under password-like keys in
 post data, JSON bodies and web storage, and under the name of any ``type=password`` input seen in the
 session's pages (post data only); token-like query parameters and URL passwords in any string;
 and a token an HTTP call received in exchange for credentials (an evaluator's REST login).
@@ -356,7 +357,7 @@ class Redactor:
             snapshot = tab.get("dom_snapshot")
             if isinstance(snapshot, dict):
                 self._password_fields.update(_snapshot_password_names(snapshot))
-            for control in tab.get("form_state") or ():
+            for control in [*(tab.get("form_state") or ()), *(tab.get("marked_attributes") or ())]:
                 if isinstance(control, dict) and control.get("type") == "password" and control.get("name"):
                     self._password_fields.add(str(control["name"]))
 
@@ -386,6 +387,7 @@ class Redactor:
         if isinstance(tab.get("ax_tree"), dict):
             self._shared_ids.add(id(tab["ax_tree"]))
         self._form_state(tab.get("form_state"))
+        self._marked_attributes(tab.get("marked_attributes"))
         self._storage(tab.get("session_storage"))
         if not self.policy.keep_screenshots:
             tab["screenshot_png"] = None
@@ -605,23 +607,28 @@ class Redactor:
         """Typed values of secret inputs (``FormControlState`` records): a password typed in, a field
         named like a secret; the value is also searched for everywhere else."""
         for control in controls if isinstance(controls, list) else ():
-            if (
-                not isinstance(control, dict)
-                or not isinstance(control.get("value"), str)
-                or not control["value"]
-            ):
-                continue
-            attributes = {
-                name: str(control.get(name) or "") for name in ("type", "name", "id", "autocomplete")
-            }
-            if control.get("tag") == "input" and self._secret_input(attributes):
-                control["value"] = self._secret(control["value"], "password")
-            elif control.get("tag") == "textarea" and self.policy.is_secret_key(
-                attributes["name"] or attributes["id"]
-            ):
-                control["value"] = self._secret(
-                    control["value"], _key_kind(attributes["name"] or attributes["id"])
-                )
+            self._typed_value(control)
+
+    def _marked_attributes(self, marks: Json) -> None:
+        """The ``value`` attributes BrowserGym's marking wrote (``MarkedAttributes`` records): it copies
+        what was typed, a password too, so they are secrets exactly where the form state's are."""
+        for mark in marks if isinstance(marks, list) else ():
+            self._typed_value(mark)
+
+    def _typed_value(self, control: Json) -> None:
+        """``control["value"]`` as a placeholder if it is what a secret input or a textarea named like
+        a secret holds (``type``, ``name``, ``id``, ``autocomplete`` and ``tag`` say which)."""
+        if not isinstance(control, dict) or not isinstance(control.get("value"), str) or not control["value"]:
+            return
+        attributes = {name: str(control.get(name) or "") for name in ("type", "name", "id", "autocomplete")}
+        if control.get("tag") == "input" and self._secret_input(attributes):
+            control["value"] = self._secret(control["value"], "password")
+        elif control.get("tag") == "textarea" and self.policy.is_secret_key(
+            attributes["name"] or attributes["id"]
+        ):
+            control["value"] = self._secret(
+                control["value"], _key_kind(attributes["name"] or attributes["id"])
+            )
 
     def _redacted_snapshot(self, snapshot: Json) -> Json:
         """A redacted copy of ``snapshot`` (a shared snapshot is never changed in place)."""

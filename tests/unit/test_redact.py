@@ -39,7 +39,7 @@ from cdp_integration.session import (
     load_session,
     new_header,
 )
-from cdp_integration.session.models import FormControlState
+from cdp_integration.session.models import FormControlState, MarkedAttributes
 from cdp_integration.session.redact import (
     DEFAULT_TOKEN_PARAMS,
     PLACEHOLDER_PATTERN,
@@ -656,6 +656,36 @@ def test_dom_snapshot_keeps_other_uses_of_a_short_password() -> None:
     assert strings[nodes["nodeValue"][4]] == "abc"
     assert strings[nodes["inputValue"]["value"][0]] == "emma"  # a text input keeps its value
     assert strings[nodes["inputValue"]["value"][2]] == "skillet"
+
+
+def test_values_browsergym_wrote_into_attributes_are_redacted_like_the_form_state() -> None:
+    """BrowserGym's marking copies a typed password into the ``value`` attribute; the tab keeps what
+    it wrote (``marked_attributes``), so that copy goes too, even when too short to be searched for
+    everywhere, with the form state's placeholder; a typed search term and a list item's value stay."""
+    form = [
+        FormControlState(path=[3], tag="input", type="password", name="pw", value="ab1"),
+        FormControlState(path=[4], tag="input", type="text", id="login-pin", value="4321"),
+        FormControlState(path=[5], tag="input", type="text", name="q", value="skillet"),
+    ]
+    marks = [
+        MarkedAttributes(bid="12", tag="input", type="password", name="pw", value="ab1"),
+        MarkedAttributes(bid="13", tag="input", type="text", id="login-pin", value="4321"),
+        MarkedAttributes(bid="14", tag="input", type="text", name="q", value="skillet"),
+        MarkedAttributes(bid="15", tag="textarea", name="review", value="ab1 is fine"),
+        MarkedAttributes(bid="16", tag="li", value="0"),
+        MarkedAttributes(bid="17", tag="input", type="checkbox", name="password_shown", checked=True),
+    ]
+    tab = TabState(
+        tab_id="T", url="http://x/", title="", active=True, form_state=form, marked_attributes=marks
+    )
+    step = Step(index=0, trigger="action", timestamp=0, url="http://x/", title="", tabs=[tab])
+    redacted = Redactor().step(step).tabs[0]
+    values = [mark.value for mark in redacted.marked_attributes]
+    assert all(PLACEHOLDER_PATTERN.fullmatch(value or "") for value in values[:2]), values
+    assert values[:2] == [control.value for control in redacted.form_state[:2]]
+    assert values[0].startswith("REDACTED-password-")  # type: ignore[union-attr]
+    assert values[2:] == ["skillet", "ab1 is fine", "0", None]
+    assert redacted.marked_attributes[5].checked is True
 
 
 def test_capture_time_redaction_carries_secrets_forward() -> None:

@@ -23,7 +23,7 @@ from cdp_integration.session import (
     new_header,
     session_json_schema,
 )
-from cdp_integration.session.models import FormControlState
+from cdp_integration.session.models import FormControlState, MarkedAttributes
 
 BIG_HTML = "<html><body>" + "<p>unchanged paragraph</p>" * 2000 + "</body></html>"
 
@@ -190,3 +190,19 @@ def test_form_state_round_trips_and_older_tabs_have_none(tmp_path: Path) -> None
     assert loaded.header.format_version == FORMAT_VERSION == 3
     assert loaded.steps[0] == step and loaded.steps[0].tabs[0].form_state == typed
     assert TabState(tab_id="T", url="about:blank", title="", active=True).form_state == []
+
+
+def test_marked_attributes_round_trip_and_older_tabs_have_none(tmp_path: Path) -> None:
+    """The attributes BrowserGym's marking wrote: an optional field, so format-3 files without it load."""
+    marks = [
+        MarkedAttributes(bid="a12", tag="input", type="text", name="q", id="q", value='typed "text"'),
+        MarkedAttributes(bid="13", tag="input", type="checkbox", frame="http://127.0.0.1/f", checked=True),
+        MarkedAttributes(bid="14", tag="li", value="0"),
+    ]
+    step = make_step(0)
+    step = step.model_copy(update={"tabs": [step.tabs[0].model_copy(update={"marked_attributes": marks})]})
+    writer = SessionWriter(tmp_path / "m.partial", new_header(instance_id="marks"))
+    writer.write_step(step)
+    path = writer.finish(SessionEnd(ended=2.0), tmp_path / "m.session.jsonl.gz")
+    assert load_session(path).steps[0].tabs[0].marked_attributes == marks
+    assert TabState(tab_id="T", url="about:blank", title="", active=True).marked_attributes == []
