@@ -8,9 +8,12 @@ demo shop is not Magento); any other failure is a defect of the mock.
 
 from __future__ import annotations
 
+import html
 import importlib.resources
 import json
+import re
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,7 @@ from playwright.sync_api import Error as PlaywrightError
 from cdp_integration.errors import ReplayMissError
 from cdp_integration.replay import replay_step
 from cdp_integration.replay.recorded import replay_http
+from cdp_integration.session.models import MarkedAttributes
 from cdp_integration.session.store import Session, load_session
 
 
@@ -35,6 +39,27 @@ def demo_session(viewer_sessions: dict[str, Path]) -> Session:
     return load_session(viewer_sessions["demo.search-and-review"])
 
 
+def _unmarked(page_html: str, marks: Sequence[MarkedAttributes]) -> str:
+    """``page_html`` without the ``value``/``checked`` attributes of the tags BrowserGym marked."""
+    bids = {mark.bid for mark in marks}
+
+    def tag(match: re.Match[str]) -> str:
+        bid = re.search(r' bid="([^"]*)"', match[0])
+        return re.sub(r' (value="[^"]*"|checked="")', "", match[0]) if bid and bid[1] in bids else match[0]
+
+    return re.sub(r"<[a-zA-Z][^>]*>", tag, page_html)
+
+
+def _marked_tag(page_html: str, bid: str, mark: MarkedAttributes) -> str:
+    """The one start tag of ``bid`` in ``page_html``, checked to hold the ``value``/``checked`` of ``mark``."""
+    (start,) = re.findall(rf'<[a-zA-Z][^>]* bid="{re.escape(bid)}"[^>]*>', page_html)
+    if mark.value is not None:
+        assert f' value="{html.escape(mark.value, quote=True)}"' in start, (start, mark)
+    if mark.checked is not None:
+        assert (' checked=""' in start) == mark.checked, (start, mark)
+    return start
+
+
 _GUARD_REASONS = ("depends on CSS", "dispatches", "scripts do not run")
 """Why ``replay.guard`` refuses an expression whose offline answer could differ from live."""
 
@@ -49,6 +74,8 @@ def test_every_program_html_expression_runs_offline(demo_session: Session) -> No
     counts: Counter[str] = Counter()
     failures: list[str] = []
     captured_html = demo_session.final_step.html
+    marks = demo_session.final_step.active_tab.marked_attributes
+    assert marks  # BrowserGym wrote value attributes on the agent's page (its buttons' value="")
     for locator, prep_actions in sorted(unique):
         page = replay_step(demo_session, evaluation=None)
         for prep in prep_actions:
@@ -63,7 +90,9 @@ def test_every_program_html_expression_runs_offline(demo_session: Session) -> No
             except Exception as exc:
                 failures.append(f"prep {prep!r}: {type(exc).__name__}: {exc}")
         if not locator.strip():
-            assert page.content() == captured_html
+            content = page.content()
+            assert _unmarked(content, marks) == _unmarked(captured_html, marks)
+            assert all(_marked_tag(content, mark.bid, mark) for mark in marks)
             counts["empty locator -> content()"] += 1
         elif locator.startswith(("document.", "[...document.")):
             try:
