@@ -58,7 +58,7 @@ CORE_TASKS = TRACED_TASKS | frozenset(
     }
 )  # fmt: skip
 """The demo tasks ``make test`` plays: the traced ones, the ones a test picks by id, and one of each
-other mechanism. The 21 left out vary the failure of a mechanism a chosen task already exercises;
+other mechanism. The 23 left out vary the failure of a mechanism a chosen task already exercises;
 ``make demo`` plays them (its 90/90 line), as does ``CDP_TEST_CORPUS=all``."""
 
 ALL_VARIABLE = "CDP_TEST_CORPUS"
