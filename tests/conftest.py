@@ -15,6 +15,7 @@ import os
 import shutil
 import socket
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -79,6 +80,18 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["TMPDIR"] = tempfile.tempdir = str(temporary)
 
 
+def _remove(run_dir: Path, within_s: float = 30.0) -> None:
+    """Remove the run directory, again while it is still there: a process of the run that is ending
+    (a Chromium, a corpus recorder) may still be deleting or writing its own files in it, which makes
+    one ``rmtree`` leave an emptied directory behind."""
+    deadline = time.monotonic() + within_s
+    while True:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        if not run_dir.exists() or time.monotonic() > deadline:
+            return
+        time.sleep(0.2)
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     run_dir = config.stash.get(run_dir_key, None)
     if run_dir is None:
@@ -87,7 +100,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
     recording = config.stash.get(recording_key, None) or CorpusRecording(run_dir / "corpus")
     recording.stop()
-    shutil.rmtree(run_dir, ignore_errors=True)
+    _remove(run_dir)
     os.environ.pop(RUN_DIR_VARIABLE, None)
     saved = config.stash.get(saved_tmpdir_key, None)
     if saved is None:
