@@ -35,6 +35,11 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
         "import_command",
         "Turn other tools' recordings into sessions (Playwright traces, Verified runs, browser-use, AgentLab).",
     ),
+    "export-dataset": (
+        "cdp_integration.evaluate.command",
+        "export_dataset_command",
+        "Write a run as a dataset folder that datasets.load_dataset reads, sessions redacted.",
+    ),
     "steps": (
         "cdp_integration.debug.commands",
         "steps",
