@@ -35,6 +35,11 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
         "import_command",
         "Turn other tools' recordings into sessions (Playwright traces, Verified runs, browser-use, AgentLab).",
     ),
+    "export-dataset": (
+        "cdp_integration.evaluate.command",
+        "export_dataset_command",
+        "Write a run as a dataset folder that datasets.load_dataset reads, sessions redacted.",
+    ),
     "steps": (
         "cdp_integration.debug.commands",
         "steps",
@@ -306,10 +311,27 @@ def redact(session_path: Path, output: Path, token_params: tuple[str, ...]) -> N
 @click.option("-o", "--output-dir", type=click.Path(path_type=Path), required=True, help="The run directory.")
 @click.option("--trim", is_flag=True, help="Trim each HAR as `webarena-verified trim-network-logs` does.")
 @click.option("--redact", is_flag=True, help="Redact secrets first (as `cdp-session redact`).")
-def export_verified_command(sessions: tuple[Path, ...], output_dir: Path, trim: bool, redact: bool) -> None:
+@click.option(
+    "--submission",
+    "submission_root",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also pack the run with WebArena-Verified's own submission packager into this folder.",
+)
+@click.option(
+    "--name", "submission_name", default=None, help="The submission package's name (with --submission)."
+)
+def export_verified_command(
+    sessions: tuple[Path, ...],
+    output_dir: Path,
+    trim: bool,
+    redact: bool,
+    submission_root: Path | None,
+    submission_name: str | None,
+) -> None:
     """Write SESSIONS (files or directories) as DIR/<task_id>/{agent_response.json, network.har} for
     `webarena-verified eval-tasks --output-dir DIR [--config DIR/config.json]`."""
-    from cdp_integration.evaluate.verified_export import CONFIG_FILE, export_verified
+    from cdp_integration.evaluate.verified_export import CONFIG_FILE, create_submission, export_verified
 
     exported = export_verified(list(sessions), output_dir, trim=trim, redact=redact)
     for task in exported:
@@ -320,6 +342,12 @@ def export_verified_command(sessions: tuple[Path, ...], output_dir: Path, trim: 
         f"wrote {len(exported)} tasks to {output_dir}; score them with: webarena-verified eval-tasks "
         f"--output-dir {output_dir} --config {output_dir / CONFIG_FILE}"
     )
+    if submission_root is not None:
+        package = create_submission(output_dir, submission_root, name=submission_name)
+        click.echo(
+            f"packed {len(package.packaged)} of WebArena-Verified's {package.dataset_size} tasks into "
+            f"{package.path} (its summary: {package.summary_file.name})"
+        )
 
 
 @cli.command()

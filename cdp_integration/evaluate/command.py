@@ -166,3 +166,75 @@ def eval_command(
 def register_eval_command(group: click.Group) -> None:
     """Add ``eval`` to the ``cdp-session`` group."""
     group.add_command(eval_command)
+
+
+@click.command("export-dataset")
+@click.argument("run", type=click.Path(path_type=Path))
+@click.option(
+    "-o",
+    "--output-dir",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="The dataset folder (new or empty).",
+)
+@click.option(
+    "--redact/--no-redact",
+    default=True,
+    show_default=True,
+    help="Replace secrets (passwords, cookie values, tokens) in the sessions, as `cdp-session redact` does.",
+)
+@click.option("--agent", default=None, help="The agent's name, written in every row and in the card.")
+@click.option(
+    "--scorer",
+    type=click.Choice(SCORERS),
+    default=DEFAULT_SCORER,
+    show_default=True,
+    help="Who scores the rows.",
+)
+@click.option(
+    "--configs",
+    "configs_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="WebArena task configs (as for eval), for sessions captured without theirs.",
+)
+@click.option("--workers", type=int, default=1, show_default=True, help="Scoring processes.")
+@click.option(
+    "--push-to-hub",
+    "repo_id",
+    default=None,
+    metavar="REPO",
+    help="Then upload the folder to this Hugging Face dataset repository.",
+)
+def export_dataset_command(
+    run: Path,
+    output_dir: Path,
+    redact: bool,
+    agent: str | None,
+    scorer: str,
+    configs_path: Path | None,
+    workers: int,
+    repo_id: str | None,
+) -> None:
+    """Write a run as a dataset folder that datasets.load_dataset reads, sessions redacted.
+
+    One Parquet row per episode (task, trial, agent, scores, checks, provenance, answer, steps), the
+    session files beside it, and a dataset card with the evaluator versions.
+    `cdp-session import dataset DIR -o SESSIONS` takes the sessions back."""
+    from cdp_integration.evaluate.dataset import export_dataset, push_to_hub
+
+    configs = load_configs(configs_path) if configs_path is not None else None
+    exported = export_dataset(
+        run, output_dir, redact=redact, agent=agent, scorer=scorer, configs=configs, workers=workers
+    )
+    secrets = f", {exported.secrets_replaced} secrets replaced" if exported.redacted else ", not redacted"
+    click.echo(
+        f"wrote {exported.path}: {exported.episodes} {_plural(exported.episodes, 'episode')} of "
+        f"{exported.tasks} {_plural(exported.tasks, 'task')}, {exported.scored} scored{secrets}"
+    )
+    if repo_id is not None:
+        click.echo(f"pushed to {push_to_hub(exported.path, repo_id)}")
+
+
+def _plural(count: int, word: str) -> str:
+    return word if count == 1 else f"{word}s"

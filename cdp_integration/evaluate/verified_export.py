@@ -43,6 +43,8 @@ __all__ = [
     "HAR_FILE",
     "RUN_CONFIG_FILE",
     "ExportedTask",
+    "Submission",
+    "create_submission",
     "export_verified",
 ]
 
@@ -190,3 +192,52 @@ def _write_har(path: Path, har: dict[str, Any], *, trim: bool, budget: BoundedOu
         full = Path(tmp) / HAR_FILE
         _write_json(full, har, budget)
         trim_har_file(full, path)
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What WebArena-Verified's own packager made of an exported run."""
+
+    path: Path
+    packaged: list[int]
+    dataset_size: int
+    """How many tasks Verified's dataset holds (a run of a subset leaves the rest missing)."""
+    summary_file: Path
+
+
+def create_submission(
+    run_dir: Path, output_root: Path, *, name: str | None = None, tar: bool = True
+) -> Submission:
+    """Pack an ``export_verified`` run with WebArena-Verified's own submission packager (its layout,
+    its HAR trimming, its ``summary.json``). Verified's packager never fails; here a run with no
+    packageable task, or with tasks Verified does not know or could not read, is an ``EvaluationError``
+    naming them (such a package would silently lose episodes)."""
+    from webarena_verified.api import WebArenaVerified
+
+    verified = WebArenaVerified()
+    output_root.mkdir(parents=True, exist_ok=True)
+    try:
+        result = verified.create_submission([run_dir], output_root, no_tar=not tar, custom_name=name)
+    except (ValueError, FileExistsError) as exc:
+        raise EvaluationError(f"WebArena-Verified could not pack {run_dir}: {exc}") from None
+    left_out = {
+        "not WebArena-Verified task ids": result.unknown_task_ids,
+        "without agent_response.json": result.missing_agent_response + result.missing_both_files,
+        "without network.har": result.missing_network_har,
+        "with an invalid or empty HAR": result.invalid_har_files,
+        "with an empty agent response": result.empty_agent_response,
+    }
+    problems = [
+        f"{len(ids)} {what} ({', '.join(map(str, sorted(ids)[:5]))})" for what, ids in left_out.items() if ids
+    ]
+    if problems or not result.tasks_packaged:
+        raise EvaluationError(
+            f"WebArena-Verified's packager left tasks out of {result.output_path}: "
+            + ("; ".join(problems) if problems else "no task could be packaged")
+        )
+    return Submission(
+        path=Path(result.output_path),
+        packaged=sorted(result.tasks_packaged),
+        dataset_size=len(verified.get_tasks()),
+        summary_file=Path(result.summary_file),
+    )

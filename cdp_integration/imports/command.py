@@ -12,7 +12,7 @@ __all__ = ["import_command"]
 
 
 @click.command("import")
-@click.argument("fmt", metavar="FORMAT", type=click.Choice(FORMATS))
+@click.argument("fmt", metavar="FORMAT", type=click.Choice((*FORMATS, "dataset")))
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option(
     "-o", "--output-dir", type=click.Path(path_type=Path), required=True, help="Where the sessions go."
@@ -44,8 +44,17 @@ def import_command(
 
     FORMAT: playwright-trace (a trace.zip, or a directory of <task_id>.zip), verified (a
     WebArena-Verified run folder), browser-use (an AgentHistoryList JSON, a HAR beside it), agentlab
-    (an experiment folder). Each session's header says imported:FORMAT, and so do its scores.
+    (an experiment folder), dataset (a folder written by `cdp-session export-dataset`: its sessions
+    are taken back as they are). Each imported session's header says imported:FORMAT, and so do its scores.
     """
+    if fmt == "dataset":
+        from cdp_integration.evaluate.dataset import import_dataset
+
+        taken = import_dataset(path, output_dir)
+        for session in taken:
+            click.echo(str(session))
+        click.echo(f"took {len(taken)} session(s) from the dataset {path}", err=True)
+        return
     from cdp_integration.evaluate.batch import load_configs
     from cdp_integration.imports.common import load_answers
     from cdp_integration.imports.importer import import_recordings

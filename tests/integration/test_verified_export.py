@@ -149,3 +149,57 @@ def test_export_refuses_a_session_without_navigation(demo_site: DemoSite, tmp_pa
     assert len(lines) == 1
     assert "the agent made no navigation" in lines[0] and "WebArena-Verified cannot score it" in lines[0]
     assert not (tmp_path / "out").exists()
+
+
+def test_submission_package_is_verifieds_own_and_scores_as_ours(
+    sessions: dict[int, Path], tmp_path: Path
+) -> None:
+    """``export-verified --submission`` packs with WebArena-Verified's own packager; its CLI, run over
+    the unpacked package, gives every task the score our scorer gives."""
+    import tarfile
+
+    ours = {case.task_id: verified_score(load_session(sessions[case.task_id])) for case in CASES}
+    result = CliRunner().invoke(
+        cli,
+        [
+            "export-verified",
+            *map(str, sessions.values()),
+            "-o",
+            str(tmp_path / "run"),
+            "--redact",
+            "--submission",
+            str(tmp_path / "submissions"),
+            "--name",
+            "demo-run",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert f"packed {len(CASES)} of WebArena-Verified's 812 tasks" in result.output
+    package = tmp_path / "submissions" / "demo-run.tar.gz"
+    assert package.is_file()
+    unpacked = tmp_path / "unpacked"
+    with tarfile.open(package) as archive:
+        archive.extractall(unpacked, filter="data")
+    summaries = list(unpacked.rglob("summary.json"))
+    assert len(summaries) == 1, sorted(str(p.relative_to(unpacked)) for p in unpacked.rglob("*"))
+    root = summaries[0].parent
+    summary = json.loads((root / "summary.json").read_text())
+    assert summary, "Verified's summary.json is present"
+    for case in CASES:
+        assert sorted(p.name for p in (root / str(case.task_id)).iterdir()) == [
+            "agent_response.json",
+            "network.har",
+        ]
+    _verified_cli("--output-dir", str(root), "--config", str(tmp_path / "run" / "config.json"))
+    assert _cli_results(root) == {task_id: (r.status, r.score) for task_id, r in ours.items()}
+
+
+def test_submission_refuses_tasks_verified_does_not_know(demo_site: DemoSite, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    (run / "99999").mkdir(parents=True)
+    (run / "99999" / "agent_response.json").write_text("{}")
+    from cdp_integration.errors import EvaluationError
+    from cdp_integration.evaluate.verified_export import create_submission
+
+    with pytest.raises(EvaluationError, match="1 not WebArena-Verified task ids"):
+        create_submission(run, tmp_path / "out", name="x")
