@@ -337,7 +337,7 @@ def redact(session_path: Path, output: Path, token_params: tuple[str, ...]) -> N
 @click.option("--trim", is_flag=True, help="Trim each HAR as `webarena-verified trim-network-logs` does.")
 @click.option("--redact", is_flag=True, help="Redact secrets first (as `cdp-session redact`).")
 def export_verified_command(sessions: tuple[Path, ...], output_dir: Path, trim: bool, redact: bool) -> None:
-    """Write SESSIONS (files or directories) as DIR/<task_id>/{agent_response.json, network.har} for
+    """Write SESSIONS (files or directories) as `DIR/<task_id>/{agent_response.json, network.har}` for
     `webarena-verified eval-tasks --output-dir DIR [--config DIR/config.json]`."""
     from cdp_integration.evaluate.verified_export import CONFIG_FILE, export_verified
 

@@ -8,8 +8,8 @@ The convention (README.md and docs/**/*.md):
 - a fenced ``python`` block is a program, run with the repository's Python;
 - a block whose fence line is preceded by ``<!-- not-run: REASON -->`` is not run (only for what truly
   needs a deployment, a model or a cluster);
-- every command must exit 0, unless the fence line says ``console exit=N``: then every command of that
-  block must exit N.
+- every command must exit 0 (for a pipeline, its last command, as in a shell), unless the fence line
+  says ``console exit=N``: then every command of that block must exit N.
 
 The blocks of one page run in order, in one fresh scratch directory holding ``sessions/`` (copies of the
 golden demo sessions), with ``$REPO`` set to the repository root and the repository's ``.venv/bin`` first
@@ -205,7 +205,7 @@ def run_page(page: Path, *, timeout_s: float = COMMAND_TIMEOUT_S, keep: Path | N
                     ]
                 continue
             for command in block.commands():
-                status, output = _run(["bash", "-o", "pipefail", "-c", command], scratch, env, timeout_s)
+                status, output = _run(["bash", "-c", command], scratch, env, timeout_s)
                 if status != block.expected_status:
                     return [Failure(page, block.line, command, status, block.expected_status, output)]
         return []
