@@ -69,7 +69,7 @@ check-wheel:
 	@scripts/check_wheel.sh
 
 # Every benchmark runs even when an earlier one misses a target; the exit status says whether any did.
-# The results go to docs/benchmarks/latest.md, which the docs' Benchmarks page includes.
+# The results go to docs/benchmarks/latest.md (and latest.json), which the docs' Benchmarks page includes.
 # BENCH_ARGS="--only cli_startup eval_throughput" runs a subset (the others are listed as not run).
 BENCH_ARGS ?=
 bench: setup-demo

@@ -6,13 +6,14 @@ Run::
 
 Every benchmark runs even when an earlier one misses a target; the exit status says whether any did
 (1) or all met theirs (0). The page (included by docs/benchmarks.md) has a summary table (benchmark,
-verdict, wall time) and each benchmark's full output; a benchmark left out by ``--only`` is listed as
-not run, so the page never shows a number that was not measured in the run that wrote it.
+verdict, wall time) and each benchmark's full output. The results are also kept as JSON beside the page
+(``latest.json``): with ``--only``, the other benchmarks keep the results of the last run that ran them.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -116,7 +117,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", choices=names, default=names, help="run only these")
     parser.add_argument("--output", type=Path, default=REPO / "docs" / "benchmarks" / "latest.md")
     args = parser.parse_args(argv)
+    store = args.output.with_suffix(".json")
     results: dict[str, tuple[int, float, str] | None] = {}
+    if store.is_file():
+        for name, (status, wall, output) in json.loads(store.read_text()).items():
+            if name in names and name not in args.only:
+                results[name] = (status, wall, output)
     for benchmark in BENCHMARKS:
         if benchmark.name not in args.only:
             continue
@@ -124,8 +130,10 @@ def main(argv: list[str] | None = None) -> int:
         results[benchmark.name] = _run(benchmark)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(page(results))
+    store.write_text(json.dumps(results, indent=1) + "\n")
     print(f"wrote {args.output}")
-    return 1 if any(result and result[0] != 0 for result in results.values()) else 0
+    ran = [results[name] for name in args.only if results.get(name)]
+    return 1 if any(result and result[0] != 0 for result in ran) else 0
 
 
 if __name__ == "__main__":
