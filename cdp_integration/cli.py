@@ -91,8 +91,8 @@ def site_url_option[F: Callable[..., object]](function: F) -> F:
         "site_urls",
         metavar="SITE=URL",
         multiple=True,
-        help="Where a WebArena site ran, e.g. shopping=http://host:7770 (repeatable): fills __SHOPPING__-style "
-        "placeholders of raw configs. Default: WA_<SITE>, else WEBARENA_BASE_URL and the standard ports.",
+        help="Where a WebArena site ran, e.g. shopping=http://host:7770 (repeatable): fills the __SHOPPING__-style "
+        "placeholders of raw configs for sessions that do not record it.",
     )
     return option(function)
 

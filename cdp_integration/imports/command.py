@@ -52,7 +52,7 @@ def import_command(
 
     FORMAT: playwright-trace (a trace.zip, or a directory of <task_id>.zip), verified (a
     WebArena-Verified run folder), browser-use (an AgentHistoryList JSON, a HAR beside it), agentlab
-    (an experiment folder). Each session's header says imported:FORMAT, and so do its scores, and
+    (an experiment folder). Each session's header says imported:FORMAT (so do its scores) and
     records the sites' URLs (--site-url, WA_<SITE>, WEBARENA_BASE_URL) where the recording has none.
     """
     from cdp_integration.deployment import known_site_urls, parse_site_urls
