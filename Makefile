@@ -1,11 +1,25 @@
-# The two commands of the README: `make demo` and `make test`. Both set up what is missing first.
-.PHONY: setup demo test test-webarena test-imports test-conformance check-fidelity check-wheel bench bench-webarena lint
+# The two commands of the README: `make demo` and `make test`. Each sets up what its job needs first
+# (scripts/setup.sh core|test|docs|conformance): `make demo` installs no test tool and no conformance app.
+.PHONY: setup setup-demo setup-test setup-docs setup-conformance demo test docs test-webarena test-imports \
+	test-conformance check-fidelity check-wheel bench bench-webarena lint
 
 setup:
-	@scripts/setup.sh
+	@scripts/setup.sh all
+setup-demo:
+	@scripts/setup.sh core
+setup-test:
+	@scripts/setup.sh test
+setup-docs:
+	@scripts/setup.sh docs
+setup-conformance:
+	@scripts/setup.sh conformance
 
-demo: setup
+demo: setup-demo
 	.venv/bin/cdp-session demo
+
+# The documentation site (mkdocs.yml, docs/) into site/; strict: a broken link or reference fails.
+docs: setup-docs
+	.venv/bin/mkdocs build --strict
 
 # The suite runs in one pytest process while three background processes record the demo corpus.
 # `make test TEST_WORKERS=2` spreads whole test modules over that many pytest-xdist workers
@@ -14,7 +28,7 @@ demo: setup
 TEST_WORKERS ?=
 XDIST = $(if $(TEST_WORKERS),-n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder)
 
-test: setup
+test: setup-test
 	.venv/bin/python -m pytest -q --durations=25 $(XDIST)
 
 # Real WebArena task ids against the stand-in sites (issue 11), too long for `make test`: the live parity
@@ -22,7 +36,7 @@ test: setup
 # run_infer.py --dataset webarena end to end (direct and agent mode) with eval_infer on its output.
 # OpenHands V1 (.venv-v1) on all 41 ids too: run_infer --sdk v1 --dataset webarena, success and failure,
 # and the V1 tools we add (select an option, press a key) on a live page.
-test-webarena: setup
+test-webarena: setup-test
 	CDP_TEST_WEBARENA_TASKS=all CDP_TEST_RUN_INFER_WEBARENA=1 CDP_TEST_WEBARENA_V1=all .venv/bin/python -m pytest -q \
 		--durations=10 tests/integration/test_webarena_parity.py tests/integration/test_webarena_run_infer.py \
 		tests/integration/test_webarena_v1.py tests/integration/test_v1_tools.py
@@ -30,7 +44,7 @@ test-webarena: setup
 # Imports of other tools' recordings at full size: Playwright traces of every demo task (the corpus
 # traces them all), a real AgentLab study (AgentLab 0.4.2 in .cache/agentlab, see scripts/agentlab.sh),
 # and 12 browser-use histories (`make test` imports 6: each run costs ~20 s).
-test-imports: setup
+test-imports: setup-test
 	scripts/agentlab.sh
 	CDP_TEST_IMPORTS_FULL=1 CDP_TEST_AGENTLAB=1 .venv/bin/python -m pytest -q --durations=10 -s \
 		tests/integration/test_imports.py tests/integration/test_import_agentlab.py
@@ -38,7 +52,7 @@ test-imports: setup
 		-k "imported_histories or offline_score"
 
 # The conformance suite on its four real applications with every task, the opt-in ones too (issue 19).
-test-conformance: setup
+test-conformance: setup-test
 	CDP_TEST_CONFORMANCE=all .venv/bin/python -m pytest -q tests/conformance
 
 # The differential fidelity checker at full size (tests/conformance/differential.py): every episode of the
@@ -47,7 +61,7 @@ test-conformance: setup
 # difference, then scores the sessions with `cdp-session eval` forward, reversed and shuffled. Exit 1 on any
 # silent difference or order-dependent score. FIDELITY_ARGS="--apps trac --seed 3" narrows or varies it.
 FIDELITY_ARGS ?=
-check-fidelity: setup
+check-fidelity: setup-test
 	.venv/bin/python scripts/differential_check.py $(FIDELITY_ARGS)
 
 # A plain-pip install of the built wheel in a fresh venv scores the golden sessions (needs PyPI).
@@ -55,19 +69,16 @@ check-wheel:
 	@scripts/check_wheel.sh
 
 # Every benchmark runs even when an earlier one misses a target; the exit status says whether any did.
-bench: setup
-	@status=0; \
-	.venv/bin/python benchmarks/cli_startup.py || status=1; \
-	.venv/bin/python benchmarks/capture_overhead.py || status=1; \
-	.venv/bin/python benchmarks/inline_data_page.py || status=1; \
-	.venv/bin/python benchmarks/offline_vs_live.py --keep .cache/bench-sessions || status=1; \
-	.venv/bin/python benchmarks/eval_throughput.py --sessions .cache/bench-sessions --count 2000 || status=1; \
-	exit $$status
+# The results go to docs/benchmarks/latest.md (and latest.json), which the docs' Benchmarks page includes.
+# BENCH_ARGS="--only cli_startup eval_throughput" runs a subset (the others are listed as not run).
+BENCH_ARGS ?=
+bench: setup-demo
+	.venv/bin/python benchmarks/run_all.py $(BENCH_ARGS)
 
 # run_infer --sdk v1 on the 41 curated ids with --num-workers 1 then 2 (~10 min): both wall times, the
 # ratio, and whether every task got the same score (exit 1 if not).
-bench-webarena: setup
+bench-webarena: setup-test
 	.venv/bin/python benchmarks/webarena_parallel.py
 
-lint: setup
+lint: setup-test
 	.venv/bin/ruff check . && .venv/bin/ruff format --check . && .venv/bin/mypy

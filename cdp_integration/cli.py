@@ -5,8 +5,10 @@ Every ``CDPIntegrationError`` becomes one line on stderr and exit code 2.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +87,34 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
 
 They are imported only when run (or asked for their own help), so ``cdp-session --help`` stays quick;
 a test checks each line equals the command's own."""
+
+
+def site_url_option[F: Callable[..., object]](function: F) -> F:
+    """``--site-url SITE=URL`` (repeatable), shared by ``record``, ``import`` and ``eval``."""
+    option = click.option(
+        "--site-url",
+        "site_urls",
+        metavar="SITE=URL",
+        multiple=True,
+        help="Where a WebArena site ran, e.g. shopping=http://host:7770 (repeatable): fills the __SHOPPING__-style "
+        "placeholders of raw configs for sessions that do not record it.",
+    )
+    return option(function)
+
+
+@contextlib.contextmanager
+def site_urls_in_environment(urls: Mapping[str, str]) -> Iterator[None]:
+    """``WA_<SITE>`` set to ``urls`` for the block (scoring, worker processes included, reads them)."""
+    saved = {f"WA_{site}": os.environ.get(f"WA_{site}") for site in urls}
+    os.environ.update({f"WA_{site}": url for site, url in urls.items()})
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 class _Group(click.Group):
@@ -329,7 +359,7 @@ def export_verified_command(
     submission_root: Path | None,
     submission_name: str | None,
 ) -> None:
-    """Write SESSIONS (files or directories) as DIR/<task_id>/{agent_response.json, network.har} for
+    """Write SESSIONS (files or directories) as `DIR/<task_id>/{agent_response.json, network.har}` for
     `webarena-verified eval-tasks --output-dir DIR [--config DIR/config.json]`."""
     from cdp_integration.evaluate.verified_export import CONFIG_FILE, create_submission, export_verified
 
@@ -360,9 +390,7 @@ def export_verified_command(
 @click.option("--every-navigation", is_flag=True, help="Also capture after each page load in any tab.")
 @click.option("--instance-id", help="Session file name (default: session-<time>-<pid>-<random>).")
 @click.option("--task-id", type=int, help="The WebArena(-Verified) task id the recorded episode is for.")
-@click.option(
-    "--site-url", "site_urls", metavar="SITE=URL", multiple=True, help="A task site's URL (repeatable)."
-)
+@site_url_option
 @click.option("--answer", help="The episode's final answer.")
 def record(
     endpoint: str,
@@ -375,13 +403,9 @@ def record(
 ) -> None:
     """Record a browser someone else drives: a step on each Enter (and page load), until Ctrl-C or EOF."""
     from cdp_integration.capture.record import record_browser
+    from cdp_integration.deployment import parse_site_urls
 
-    urls = {}
-    for item in site_urls:
-        site, sep, url = item.partition("=")
-        if not sep or not site or not url:
-            raise click.BadParameter(f"{item!r} is not SITE=URL", param_hint="--site-url")
-        urls[site.upper()] = url
+    urls = parse_site_urls(site_urls)
     task: dict[str, object] = {"site_urls": urls} if urls else {}
     if task_id is not None:
         task["task_id"] = task_id

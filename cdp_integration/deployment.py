@@ -41,8 +41,10 @@ __all__ = [
     "STANDARD_PORTS",
     "ResetPolicy",
     "WebArenaTaskSpec",
+    "known_site_urls",
     "load_webarena_tasks",
     "needs_reset",
+    "parse_site_urls",
     "preflight",
     "probe_sites",
     "reset_environment",
@@ -74,31 +76,61 @@ ResetPolicy = Literal["require_reset", "mutate", "always"]
 RESET_POLICIES: tuple[ResetPolicy, ...] = ("require_reset", "mutate", "always")
 
 
-def site_urls_from_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``{"SHOPPING": url, ...}`` for all seven sites, from ``WEBARENA_BASE_URL`` and ``WA_*``.
+def known_site_urls(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The site URLs the environment gives, ``{"SHOPPING": url, ...}``; sites it does not give are left out.
 
-    ``WA_<SITE>`` wins over the URL derived from the base. Raises ``EnvironmentSetupError`` naming
-    the variables to set when a site has neither.
+    ``WA_<SITE>`` wins over ``WEBARENA_BASE_URL`` plus the site's standard port; the placeholder
+    ``environment.prepare()`` sets counts as unset. Raises ``EnvironmentSetupError`` only for a base URL
+    that is not a URL.
     """
     env = os.environ if environ is None else environ
     base = env.get(BASE_URL_VARIABLE, "").strip().rstrip("/")
     if base and "://" not in base:
         raise EnvironmentSetupError(f"{BASE_URL_VARIABLE}={base!r} is not a URL (e.g. http://my-host)")
     urls: dict[str, str] = {}
-    missing = []
     for site, suffix in STANDARD_PORTS.items():
         override = env.get(f"WA_{site}", "").strip()
-        if override and override != PLACEHOLDER_URL:  # not the one ``environment.prepare()`` sets
+        if override and override != PLACEHOLDER_URL:
             urls[site] = override.rstrip("/")
         elif base:
             urls[site] = base + suffix
-        else:
-            missing.append(f"WA_{site}")
+    return urls
+
+
+def site_urls_from_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``{"SHOPPING": url, ...}`` for all seven sites, from ``WEBARENA_BASE_URL`` and ``WA_*``.
+
+    ``WA_<SITE>`` wins over the URL derived from the base. Raises ``EnvironmentSetupError`` naming
+    the variables to set when a site has neither.
+    """
+    urls = known_site_urls(environ)
+    missing = [f"WA_{site}" for site in STANDARD_PORTS if site not in urls]
     if missing:
         raise EnvironmentSetupError(
             f"no WebArena site URLs: set {BASE_URL_VARIABLE} (sites on the standard ports) or "
             f"every one of {', '.join(missing)}"
         )
+    return urls
+
+
+def parse_site_urls(items: Iterable[str]) -> dict[str, str]:
+    """``SITE=URL`` items (``--site-url``) as ``{"SHOPPING": url, ...}``.
+
+    Raises ``EnvironmentSetupError`` naming the item that is not ``SITE=URL`` with a known WebArena
+    site and an http(s) URL.
+    """
+    urls: dict[str, str] = {}
+    for item in items:
+        site, sep, url = item.partition("=")
+        site, url = site.strip().upper(), url.strip().rstrip("/")
+        if not sep or not site or not url:
+            raise EnvironmentSetupError(f"{item!r} is not SITE=URL (e.g. shopping=http://my-host:7770)")
+        if site not in STANDARD_PORTS:
+            known = ", ".join(name.lower() for name in STANDARD_PORTS)
+            raise EnvironmentSetupError(f"{item!r}: unknown site {site.lower()!r} (one of {known})")
+        if not url.startswith(("http://", "https://")):
+            raise EnvironmentSetupError(f"{item!r}: {url!r} is not an http(s) URL")
+        urls[site] = url
     return urls
 
 

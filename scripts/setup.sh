@@ -1,97 +1,127 @@
 #!/usr/bin/env bash
-# Set up everything on a fresh machine: Debian Chromium (+ tmux, kiwix-tools, zim-tools), uv, a Python 3.12 venv in .venv with the
-# locked dependencies, and the data third-party code expects (Playwright browser layout, NLTK punkt_tab).
-# Idempotent: a second run only checks.
+# Set up what one job needs, on a fresh machine; idempotent (a second run only checks).
+#
+#   scripts/setup.sh core         make demo: Debian Chromium, uv, a Python 3.12 .venv with the package's own
+#                                 locked dependencies, the data third-party code expects (Playwright
+#                                 browser layout, NLTK punkt_tab). No test tools, no conformance apps.
+#   scripts/setup.sh docs         make docs: the .venv with the docs group (MkDocs, Material, mkdocstrings).
+#   scripts/setup.sh conformance  the real applications of tests/conformance (DokuWiki + PHP, Trac,
+#                                 TiddlyWiki + Node, Django) in .cache/apps.
+#   scripts/setup.sh test         make test: all of the above, plus tmux and kiwix-tools/zim-tools (the
+#                                 WebArena stand-ins), the openhands extra, the dev group and .venv-v1.
+#   scripts/setup.sh [all]        the same as test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+JOB="${1:-all}"
+case "$JOB" in core|docs|conformance|test|all) ;; *) echo "usage: $0 [core|docs|conformance|test|all]" >&2; exit 2 ;; esac
 
-need_apt=()
-[ -x /usr/lib/chromium/chromium ] || command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
-command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
-# the WebArena stand-ins' wikipedia is the real software WebArena uses: kiwix-serve over a ZIM we build
-command -v kiwix-serve >/dev/null 2>&1 || need_apt+=(kiwix-tools)
-command -v zimwriterfs >/dev/null 2>&1 || need_apt+=(zim-tools)
-if [ ${#need_apt[@]} -gt 0 ]; then
-  echo "setup: installing ${need_apt[*]} from Debian"
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
-fi
+apt_install() {  # apt_install PACKAGE...: from Debian, without recommends
+  echo "setup: installing $* from Debian"
+  local sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
 
-UV="$(command -v uv || true)"
-if [ -z "$UV" ]; then
-  if [ ! -x .tools/uv/bin/uv ]; then
-    echo "setup: installing uv into .tools/uv"
-    python3 -m pip install --quiet --disable-pip-version-check --target .tools/uv uv
+need_uv() {
+  UV="$(command -v uv || true)"
+  if [ -z "$UV" ]; then
+    if [ ! -x .tools/uv/bin/uv ]; then
+      echo "setup: installing uv into .tools/uv"
+      python3 -m pip install --quiet --disable-pip-version-check --target .tools/uv uv
+    fi
+    UV="$PWD/.tools/uv/bin/uv"
+    export PYTHONPATH="$PWD/.tools/uv${PYTHONPATH:+:$PYTHONPATH}"
   fi
-  UV="$PWD/.tools/uv/bin/uv"
-  export PYTHONPATH="$PWD/.tools/uv${PYTHONPATH:+:$PYTHONPATH}"
-fi
 
-PY312=""
-if command -v python3.12 >/dev/null 2>&1 && python3.12 -c "" >/dev/null 2>&1; then
-  PY312="$(command -v python3.12)"
-elif command -v pyenv >/dev/null 2>&1; then
-  for candidate in "$(pyenv root)"/versions/3.12*/bin/python3.12; do
-    [ -x "$candidate" ] && PY312="$candidate"
-  done
-fi
-[ -n "$PY312" ] || PY312="3.12"   # let uv find or fetch one
+  PY312=""
+  if command -v python3.12 >/dev/null 2>&1 && python3.12 -c "" >/dev/null 2>&1; then
+    PY312="$(command -v python3.12)"
+  elif command -v pyenv >/dev/null 2>&1; then
+    for candidate in "$(pyenv root)"/versions/3.12*/bin/python3.12; do
+      [ -x "$candidate" ] && PY312="$candidate"
+    done
+  fi
+  [ -n "$PY312" ] || PY312="3.12"   # let uv find or fetch one
+}
 
-"$UV" sync --locked --all-extras --quiet --python "$PY312"   # the openhands extra too: the tests need it
+chromium() {
+  [ -x /usr/lib/chromium/chromium ] || command -v chromium >/dev/null 2>&1 || apt_install chromium
+}
 
-# OpenHands V1 (current openhands-sdk / openhands-tools and the browser-use they work with) in a venv of
-# its own, .venv-v1, from its own lock: openhands-ai 1.6.0 (V0, in .venv) pins the old SDK. This project
-# is installed there too (editable, without the openhands extra), so capture and scoring work in it.
-UV_PROJECT_ENVIRONMENT="$PWD/.venv-v1" "$UV" sync --locked --quiet --python "$PY312" \
-  --project evaluation/benchmarks/webarena/v1env
+# uv sync --inexact leaves what another job installed in .venv (make demo after make test keeps pytest).
+venv_core() {
+  need_uv
+  "$UV" sync --locked --inexact --no-default-groups --quiet --python "$PY312"
+}
 
-# The real applications of the conformance suite (tests/conformance): DokuWiki from Debian (served by
-# PHP's built-in server from a private copy in a temp dir; php-cgi satisfies the php package without
-# pulling in Apache) and Trac from PyPI in its own virtualenv, with a pristine environment made once.
-need_apt=()
-[ -f /usr/share/dokuwiki/doku.php ] || need_apt+=(dokuwiki)
-command -v php >/dev/null 2>&1 || need_apt+=(php-cli php-cgi php-xml)
-if [ ${#need_apt[@]} -gt 0 ]; then
-  echo "setup: installing ${need_apt[*]} from Debian (conformance suite)"
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-    php-cli php-cgi php-xml dokuwiki >/dev/null
-fi
-APPS=.cache/apps
-if [ ! -x "$APPS/trac-venv/bin/tracd" ]; then
-  echo "setup: installing Trac from PyPI into $APPS/trac-venv (conformance suite)"
-  "$UV" venv --quiet --python .venv/bin/python "$APPS/trac-venv"
-  "$UV" pip install --quiet --python "$APPS/trac-venv/bin/python" \
-    "trac==1.6" "Jinja2==3.1.6" "MarkupSafe==3.0.4" "setuptools==80.10.2"
-fi
-if [ ! -f "$APPS/trac-env/VERSION" ]; then
-  echo "setup: creating the pristine Trac environment $APPS/trac-env"
-  rm -rf "$APPS/trac-env.tmp"
-  PYTHONWARNINGS=ignore "$APPS/trac-venv/bin/trac-admin" "$APPS/trac-env.tmp" initenv "Conformance" \
-    sqlite:db/trac.db >/dev/null
-  PYTHONWARNINGS=ignore "$APPS/trac-venv/bin/trac-admin" "$APPS/trac-env.tmp" wiki import \
-    ConformanceFacts tests/conformance/trac_facts.wiki >/dev/null
-  mv "$APPS/trac-env.tmp" "$APPS/trac-env"
-fi
-# Two more for the conformance suite: TiddlyWiki from npm (a single-page application served by its own
-# Node server; node and npm from Debian) and Django from PyPI with the waitress WSGI server (the admin of
-# the small site in tests/conformance/django_site), each installed once into .cache/apps.
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-  echo "setup: installing nodejs npm from Debian (conformance suite)"
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
-fi
-if [ ! -f "$APPS/tiddlywiki/node_modules/tiddlywiki/tiddlywiki.js" ]; then
-  echo "setup: installing TiddlyWiki from npm into $APPS/tiddlywiki (conformance suite)"
-  npm install --prefix "$APPS/tiddlywiki" --no-audit --no-fund --loglevel=error "tiddlywiki@5.4.1" >/dev/null
-fi
-if [ ! -d "$APPS/django-venv/lib/python3.12/site-packages/waitress" ]; then
-  echo "setup: installing Django from PyPI into $APPS/django-venv (conformance suite)"
-  "$UV" venv --quiet --allow-existing --python .venv/bin/python "$APPS/django-venv"
-  "$UV" pip install --quiet --python "$APPS/django-venv/bin/python" \
-    "django==6.1.3" "asgiref==3.13.0" "sqlparse==0.6.1" "waitress==3.0.2"
-fi
-.venv/bin/python -m cdp_integration.environment
+venv_docs() {
+  need_uv
+  "$UV" sync --locked --inexact --no-default-groups --group docs --quiet --python "$PY312"
+}
+
+test_tools() {
+  need_apt=()
+  command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
+  # the WebArena stand-ins' wikipedia is the real software WebArena uses: kiwix-serve over a ZIM we build
+  command -v kiwix-serve >/dev/null 2>&1 || need_apt+=(kiwix-tools)
+  command -v zimwriterfs >/dev/null 2>&1 || need_apt+=(zim-tools)
+  [ ${#need_apt[@]} -eq 0 ] || apt_install "${need_apt[@]}"
+  need_uv
+  # the openhands extra, the dev group (pytest, ruff, mypy) and the docs group (the suite builds the site)
+  "$UV" sync --locked --all-extras --group docs --quiet --python "$PY312"
+  # OpenHands V1 (current openhands-sdk / openhands-tools and the browser-use they work with) in a venv of
+  # its own, .venv-v1, from its own lock: openhands-ai 1.6.0 (V0, in .venv) pins the old SDK. This project
+  # is installed there too (editable, without the openhands extra), so capture and scoring work in it.
+  UV_PROJECT_ENVIRONMENT="$PWD/.venv-v1" "$UV" sync --locked --quiet --python "$PY312" \
+    --project evaluation/benchmarks/webarena/v1env
+}
+
+conformance_apps() {
+  need_uv
+  # The real applications of the conformance suite (tests/conformance): DokuWiki from Debian (served by
+  # PHP's built-in server from a private copy in a temp dir; php-cgi satisfies the php package without
+  # pulling in Apache) and Trac from PyPI in its own virtualenv, with a pristine environment made once.
+  if [ ! -f /usr/share/dokuwiki/doku.php ] || ! command -v php >/dev/null 2>&1; then
+    apt_install php-cli php-cgi php-xml dokuwiki
+  fi
+  APPS=.cache/apps
+  if [ ! -x "$APPS/trac-venv/bin/tracd" ]; then
+    echo "setup: installing Trac from PyPI into $APPS/trac-venv (conformance suite)"
+    "$UV" venv --quiet --python .venv/bin/python "$APPS/trac-venv"
+    "$UV" pip install --quiet --python "$APPS/trac-venv/bin/python" \
+      "trac==1.6" "Jinja2==3.1.6" "MarkupSafe==3.0.4" "setuptools==80.10.2"
+  fi
+  if [ ! -f "$APPS/trac-env/VERSION" ]; then
+    echo "setup: creating the pristine Trac environment $APPS/trac-env"
+    rm -rf "$APPS/trac-env.tmp"
+    PYTHONWARNINGS=ignore "$APPS/trac-venv/bin/trac-admin" "$APPS/trac-env.tmp" initenv "Conformance" \
+      sqlite:db/trac.db >/dev/null
+    PYTHONWARNINGS=ignore "$APPS/trac-venv/bin/trac-admin" "$APPS/trac-env.tmp" wiki import \
+      ConformanceFacts tests/conformance/trac_facts.wiki >/dev/null
+    mv "$APPS/trac-env.tmp" "$APPS/trac-env"
+  fi
+  # Two more for the conformance suite: TiddlyWiki from npm (a single-page application served by its own
+  # Node server; node and npm from Debian) and Django from PyPI with the waitress WSGI server (the admin of
+  # the small site in tests/conformance/django_site), each installed once into .cache/apps.
+  if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    apt_install nodejs npm
+  fi
+  if [ ! -f "$APPS/tiddlywiki/node_modules/tiddlywiki/tiddlywiki.js" ]; then
+    echo "setup: installing TiddlyWiki from npm into $APPS/tiddlywiki (conformance suite)"
+    npm install --prefix "$APPS/tiddlywiki" --no-audit --no-fund --loglevel=error "tiddlywiki@5.4.1" >/dev/null
+  fi
+  if [ ! -d "$APPS/django-venv/lib/python3.12/site-packages/waitress" ]; then
+    echo "setup: installing Django from PyPI into $APPS/django-venv (conformance suite)"
+    "$UV" venv --quiet --allow-existing --python .venv/bin/python "$APPS/django-venv"
+    "$UV" pip install --quiet --python "$APPS/django-venv/bin/python" \
+      "django==6.1.3" "asgiref==3.13.0" "sqlparse==0.6.1" "waitress==3.0.2"
+  fi
+}
+
+case "$JOB" in
+  core) chromium; venv_core ;;
+  docs) venv_docs ;;
+  conformance) chromium; venv_core; conformance_apps ;;
+  test|all) chromium; test_tools; conformance_apps ;;
+esac
+[ "$JOB" = docs ] || .venv/bin/python -m cdp_integration.environment

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import click
 
+from cdp_integration.cli import site_url_option, site_urls_in_environment
+from cdp_integration.deployment import known_site_urls, parse_site_urls
 from cdp_integration.errors import CDPIntegrationError, escape_controls, one_line_error
 from cdp_integration.evaluate.batch import (
     DEFAULT_SCORER,
@@ -92,6 +94,7 @@ def _progress_bar(total: int) -> AbstractContextManager[Progress]:
     default=None,
     help="With --import: a JSON object task id -> final answer, for formats that do not hold it.",
 )
+@site_url_option
 @click.pass_context
 def eval_command(
     ctx: click.Context,
@@ -107,13 +110,17 @@ def eval_command(
     no_progress: bool,
     import_format: str | None,
     answers_path: Path | None,
+    site_urls: tuple[str, ...],
 ) -> None:
     """Score a directory of sessions offline; write output.jsonl and a report.
 
     Sessions already in the output's output.jsonl are skipped, so a stopped run picks up where it
     was. SESSIONS_DIR may also be an OpenHands run_infer output directory (sessions in a subdirectory).
+    A session's recorded site URLs are used first; --site-url (or WA_<SITE>, WEBARENA_BASE_URL) give
+    those it lacks (imported recordings, raw configs with __SHOPPING__-style placeholders).
     """
     try:
+        urls = parse_site_urls(site_urls)
         configs = load_configs(configs_path) if configs_path is not None else None
         if import_format is not None:
             from cdp_integration.imports.common import load_answers
@@ -124,23 +131,30 @@ def eval_command(
             answers = load_answers(answers_path) if answers_path is not None else None
             imported = output_dir / "imported"
             import_recordings(
-                import_format, sessions_dir, imported, answers=answers, configs=configs, redact=True
+                import_format,
+                sessions_dir,
+                imported,
+                answers=answers,
+                configs=configs,
+                redact=True,
+                site_urls={**known_site_urls(), **urls},
             )
             sessions_dir = imported
         output_dir = output_dir if output_dir is not None else sessions_dir / DEFAULT_OUTPUT_SUBDIR
         progress: ProgressFactory | None = None if no_progress or not sys.stderr.isatty() else _progress_bar
-        summary = score_directory(
-            sessions_dir,
-            output_dir,
-            configs=configs,
-            workers=workers,
-            resume=not no_resume,
-            scorer=scorer,
-            progress=progress,
-            trust_configs=trust_configs,
-            complete_only=complete_only,
-            recorded_only=recorded_only,
-        )
+        with site_urls_in_environment(urls):
+            summary = score_directory(
+                sessions_dir,
+                output_dir,
+                configs=configs,
+                workers=workers,
+                resume=not no_resume,
+                scorer=scorer,
+                progress=progress,
+                trust_configs=trust_configs,
+                complete_only=complete_only,
+                recorded_only=recorded_only,
+            )
         incomplete = [path.relative_to(sessions_dir).as_posix() for path in summary.incomplete]
         report = write_report(output_dir, incomplete_sessions=incomplete)
     except (CDPIntegrationError, OSError, RecursionError, MemoryError, ValueError) as exc:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from cdp_integration import environment
+from cdp_integration.deployment import known_site_urls
 from cdp_integration.errors import (
     CDPIntegrationError,
     EvaluationError,
@@ -120,8 +121,11 @@ class SessionScore:
 
 
 def site_urls(session: Session) -> dict[str, str]:
+    """The sites' URLs for scoring ``session``: those its header recorded (the episode ran there), and for
+    any site it does not name, the environment's (``WA_<SITE>``, ``WEBARENA_BASE_URL``, ``--site-url``)."""
     urls = session.task.get("site_urls")
-    return {str(k).upper(): str(v) for k, v in urls.items()} if isinstance(urls, dict) else {}
+    recorded = {str(k).upper(): str(v) for k, v in urls.items()} if isinstance(urls, dict) else {}
+    return {**known_site_urls(), **recorded}
 
 
 def session_config(session: Session, config: Mapping[str, Any] | str | Path | None = None) -> dict[str, Any]:

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cdp_integration.deployment import known_site_urls
+from cdp_integration.environment import PLACEHOLDER_URL
 from cdp_integration.errors import EvaluationError, ReplayMissError
 from cdp_integration.har.export import session_har_entries
 from cdp_integration.imports.common import imported_provenance, imported_verified_gap
@@ -395,15 +397,18 @@ def _session_task_id(session: Session) -> int:
 
 
 def _environments(task: WebArenaVerifiedTask, session: Session) -> dict[WebArenaSite, EnvironmentConfig]:
-    """Placeholder -> URL for each of the task's sites: the session's ``site_urls``, else ``$SITE``."""
+    """Placeholder -> URL for each of the task's sites: the session's ``site_urls``, else ``WA_<SITE>`` /
+    ``WEBARENA_BASE_URL`` (``--site-url`` sets ``WA_<SITE>``), else ``$SITE``."""
     from webarena_verified.types.config import EnvironmentConfig
 
     recorded = session.task.get("site_urls")
     urls = {str(k).upper(): str(v) for k, v in recorded.items() if v} if isinstance(recorded, dict) else {}
+    given = known_site_urls()
     environments = {}
     for site in task.sites:
         name = site.value.upper()
-        url = urls.get(name) or os.environ.get(name) or os.environ.get(f"WA_{name}")
+        plain = os.environ.get(name, "")
+        url = urls.get(name) or given.get(name) or (plain if plain != PLACEHOLDER_URL else "")
         if not url:
             raise EvaluationError(
                 f"no URL for site {site.value}: the session header's site_urls has no {name} and "

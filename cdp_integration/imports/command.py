@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from cdp_integration.cli import site_url_option
 from cdp_integration.imports.common import FORMATS
 
 __all__ = ["import_command"]
@@ -37,15 +38,23 @@ __all__ = ["import_command"]
     show_default=True,
     help="Replace secrets (passwords in form posts, session cookies, tokens) as `cdp-session redact` does.",
 )
+@site_url_option
 def import_command(
-    fmt: str, path: Path, output_dir: Path, answers_path: Path | None, configs_path: Path | None, redact: bool
+    fmt: str,
+    path: Path,
+    output_dir: Path,
+    answers_path: Path | None,
+    configs_path: Path | None,
+    redact: bool,
+    site_urls: tuple[str, ...],
 ) -> None:
     """Turn other tools' recordings into sessions (Playwright traces, Verified runs, browser-use, AgentLab).
 
     FORMAT: playwright-trace (a trace.zip, or a directory of <task_id>.zip), verified (a
     WebArena-Verified run folder), browser-use (an AgentHistoryList JSON, a HAR beside it), agentlab
     (an experiment folder), dataset (a folder written by `cdp-session export-dataset`: its sessions
-    are taken back as they are). Each imported session's header says imported:FORMAT, and so do its scores.
+    are taken back as they are). Each session's header says imported:FORMAT (so do its scores) and
+    records the sites' URLs (--site-url, WA_<SITE>, WEBARENA_BASE_URL) where the recording has none.
     """
     if fmt == "dataset":
         from cdp_integration.evaluate.dataset import import_dataset
@@ -55,13 +64,17 @@ def import_command(
             click.echo(str(session))
         click.echo(f"took {len(taken)} session(s) from the dataset {path}", err=True)
         return
+    from cdp_integration.deployment import known_site_urls, parse_site_urls
     from cdp_integration.evaluate.batch import load_configs
     from cdp_integration.imports.common import load_answers
     from cdp_integration.imports.importer import import_recordings
 
+    urls = {**known_site_urls(), **parse_site_urls(site_urls)}
     answers = load_answers(answers_path) if answers_path is not None else None
     configs = load_configs(configs_path) if configs_path is not None else None
-    written = import_recordings(fmt, path, output_dir, answers=answers, configs=configs, redact=redact)
+    written = import_recordings(
+        fmt, path, output_dir, answers=answers, configs=configs, redact=redact, site_urls=urls
+    )
     for session in written:
         click.echo(str(session))
     click.echo(f"imported {len(written)} session(s) from {path} (imported:{fmt})", err=True)

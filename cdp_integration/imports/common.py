@@ -177,17 +177,30 @@ def write_episode(
     answers: Mapping[str, str | None] | None = None,
     configs: Mapping[int, Mapping[str, Any]] | None = None,
     redact: bool = False,
+    site_urls: Mapping[str, str] | None = None,
 ) -> Path:
     """Write ``episode`` as a finished session file in ``output_dir``; return its path.
 
     ``answers`` fill in a final answer the format does not hold; ``configs`` give the task's WebArena
     config by task id (the session then scores without ``--configs``). ``redact`` runs the project's
-    redaction over the whole session first (post bodies of sign-in forms hold passwords).
+    redaction over the whole session first (post bodies of sign-in forms hold passwords). ``site_urls``
+    fill in the URLs of sites the recording does not name (it knows where it ran; they do not override).
     """
     if not episode.steps:
         raise SessionFormatError(f"{episode.source}: no browser state to import (no steps)")
     provenance = PROVENANCE_PREFIX + fmt
     task: dict[str, Any] = dict(episode.task)
+    recorded_urls = task.get("site_urls")
+    urls = {
+        **{str(site).upper(): str(url) for site, url in (site_urls or {}).items()},
+        **(
+            {str(site).upper(): str(url) for site, url in recorded_urls.items()}
+            if isinstance(recorded_urls, dict)
+            else {}
+        ),
+    }
+    if urls:
+        task["site_urls"] = urls
     key = str(episode.task_id) if episode.task_id is not None else episode.name
     if episode.task_id is not None:
         task["task_id"] = episode.task_id

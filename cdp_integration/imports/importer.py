@@ -44,10 +44,12 @@ def import_recordings(
     answers: Mapping[str, str | None] | None = None,
     configs: Mapping[int, Mapping[str, Any]] | None = None,
     redact: bool = False,
+    site_urls: Mapping[str, str] | None = None,
 ) -> list[Path]:
     """Import every episode of ``path`` into ``output_dir``; the session files written, in order.
 
-    Two episodes of the same name (two runs of one task) get ``-2``, ``-3``... rather than one
+    ``site_urls`` (``{"SHOPPING": url}``) are recorded in each session for the sites its recording
+    does not name, so raw configs' ``__SHOPPING__`` placeholders resolve when it is scored. Two episodes of the same name (two runs of one task) get ``-2``, ``-3``... rather than one
     overwriting the other."""
     written: list[Path] = []
     names: dict[str, int] = {}
@@ -57,6 +59,14 @@ def import_recordings(
         if seen:
             episode.name = f"{episode.name}-{seen + 1}"
         written.append(
-            write_episode(episode, fmt, Path(output_dir), answers=answers, configs=configs, redact=redact)
+            write_episode(
+                episode,
+                fmt,
+                Path(output_dir),
+                answers=answers,
+                configs=configs,
+                redact=redact,
+                site_urls=site_urls,
+            )
         )
     return written

@@ -17,8 +17,10 @@ import pytest
 
 from cdp_integration.deployment import (
     STANDARD_PORTS,
+    known_site_urls,
     load_webarena_tasks,
     needs_reset,
+    parse_site_urls,
     preflight,
     probe_sites,
     run_reset,
@@ -99,6 +101,31 @@ def test_missing_urls_name_the_variables() -> None:
         site_urls_from_environment({"WA_SHOPPING": "http://shop", "WA_MAP": PLACEHOLDER_URL})
     with pytest.raises(EnvironmentSetupError, match="is not a URL"):
         site_urls_from_environment({"WEBARENA_BASE_URL": "wa.example"})
+
+
+def test_known_site_urls_leave_out_what_the_environment_does_not_give() -> None:
+    assert known_site_urls({}) == {}
+    assert known_site_urls({"WA_SHOPPING": "http://shop/", "WA_MAP": PLACEHOLDER_URL}) == {
+        "SHOPPING": "http://shop"
+    }
+    urls = known_site_urls({"WEBARENA_BASE_URL": "http://wa", "WA_REDDIT": "http://forum"})
+    assert urls["SHOPPING_ADMIN"] == "http://wa:7780/admin" and urls["REDDIT"] == "http://forum"
+    assert len(urls) == len(STANDARD_PORTS)
+
+
+def test_site_url_options_are_site_equals_url() -> None:
+    assert parse_site_urls(["shopping=http://h:7770/", "SHOPPING_ADMIN=https://h/admin"]) == {
+        "SHOPPING": "http://h:7770",
+        "SHOPPING_ADMIN": "https://h/admin",
+    }
+    for bad, message in [
+        ("shopping", "is not SITE=URL"),
+        ("=http://h", "is not SITE=URL"),
+        ("shop=http://h", "unknown site 'shop'"),
+        ("shopping=h:7770", "is not an http"),
+    ]:
+        with pytest.raises(EnvironmentSetupError, match=message):
+            parse_site_urls([bad])
 
 
 def test_tasks_come_from_test_raw_json_in_the_order_asked() -> None:
