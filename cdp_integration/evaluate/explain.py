@@ -111,7 +111,9 @@ def _excerpt(found: Any, expected: Any) -> tuple[Any, str | None]:
         at = lower.find(text.lower())
         if at >= 0:
             start = max(0, at - _FOUND_CHARS // 3)
-            return "…" + found[start : start + _FOUND_CHARS] + "…", f"found: {len(found)} characters, shown around the match"
+            return "…" + found[
+                start : start + _FOUND_CHARS
+            ] + "…", f"found: {len(found)} characters, shown around the match"
     return found[:_FOUND_CHARS] + "…", f"found: {len(found)} characters, the first {_FOUND_CHARS} shown"
 
 
@@ -157,6 +159,7 @@ class CheckRecorder:
         self._plan: list[_Pending] = []
         self._locators: dict[int, str] = {}
         self._sources: dict[int, dict[str, Any]] = {}
+        self._prep: dict[int, int] = {}
         self._journal_at = 0
 
     # What an evaluator's ``__call__`` says about the comparisons that follow.
@@ -201,7 +204,9 @@ class CheckRecorder:
 
     # The comparisons.
 
-    def compared(self, comparison: str, args: Mapping[str, Any], result: Any, error: BaseException | None) -> None:
+    def compared(
+        self, comparison: str, args: Mapping[str, Any], result: Any, error: BaseException | None
+    ) -> None:
         ref, pred = args.get("ref"), args.get("pred")
         passed = error is None and float(result) == 1.0
         if self._evaluator == "program_html" and self._plan:
@@ -218,7 +223,9 @@ class CheckRecorder:
             previous = self.checks[-1] if self.checks else None
             if previous is not None and previous.comparison == "exact_match" and previous.expected == "N/A":
                 self.checks.pop()  # the evaluator replaces that result with the judge's
-                note = _join(note, "the answer is not exactly 'N/A'; the LLM judge decided whether it says why")
+                note = _join(
+                    note, "the answer is not exactly 'N/A'; the LLM judge decided whether it says why"
+                )
             ref = {"string_note": ref}
         if comparison == "must_include" and args.get("tokenize") and len(str(ref).strip()) == 1:
             note = _join(note, "a one-character reference is matched as a whole word")
@@ -255,7 +262,7 @@ class CheckRecorder:
         pending = self._plan[0]
         if pending.source is None:
             if pending.target not in self._sources:
-                self._sources[pending.target] = self._page_source(pending.target)
+                self._sources[pending.target], self._prep[pending.target] = self._page_source(pending.target)
             pending.source = self._sources[pending.target]
         pending.results.append((passed, pred))
         if len(pending.results) < pending.alternatives:
@@ -273,23 +280,27 @@ class CheckRecorder:
                 found=shown,
                 passed=any(ok for ok, _ in pending.results),
                 source=pending.source,
-                note=_join(alternatives, excerpt_note, _source_note(pending.source, self._locators.get(pending.target))),
+                note=_join(
+                    alternatives,
+                    excerpt_note,
+                    _source_note(pending.source, self._prep.get(pending.target, 0)),
+                ),
             )
         )
 
-    def _page_source(self, target: int) -> dict[str, Any]:
-        """The page question that produced a target's found value: the last one asked before it."""
+    def _page_source(self, target: int) -> tuple[dict[str, Any], int]:
+        """The page question that produced a target's found value (the last one asked before it), and
+        how many prep actions ran on that page before it."""
         asked = self.journal[self._journal_at :]
         self._journal_at = len(self.journal)
         locator = self._locators.get(target, "")
         kind = "locator" if locator.strip() else "page"
         if not asked:
-            return _source(kind, self.step, None, self.provenance)
-        answered_kind, question, url = asked[-1]
+            return _source(kind, self.step, None, self.provenance), 0
+        answered_kind, _question, url = asked[-1]
         evaluations = sum(1 for _, q, u in asked if q.startswith("evaluate") and u == url)
-        source = _source(kind, self.step, url, self.imported or answered_kind)
-        source["prep_actions"] = max(0, evaluations - 1) if kind == "locator" else 0
-        return source
+        prep = max(0, evaluations - 1) if kind == "locator" else 0
+        return _source(kind, self.step, url, self.imported or answered_kind), prep
 
     def url_matched(self, config_file: Any, page: Any, result: Any, error: BaseException | None) -> None:
         evaluation = _config(config_file).get("eval", {})
@@ -306,7 +317,9 @@ class CheckRecorder:
                 found=found,
                 passed=error is None and float(result) == 1.0,
                 source=_source("url", self.step, found, self.provenance),
-                note=_join(f"rule: {rule}", f"the evaluator raised {type(error).__name__}" if error else None),
+                note=_join(
+                    f"rule: {rule}", f"the evaluator raised {type(error).__name__}" if error else None
+                ),
             )
         )
 
@@ -326,13 +339,12 @@ class CheckRecorder:
         )
 
 
-def _source_note(source: Mapping[str, Any], locator: str | None) -> str | None:
+def _source_note(source: Mapping[str, Any], prep: int) -> str:
     where = f"the page at {source['url']}" if source.get("url") else "the page"
     if source.get("kind") == "locator":
-        prep = source.get("prep_actions") or 0
         after = f" after {prep} prep action{'s' if prep != 1 else ''}" if prep else ""
         return f"found by the locator on {where}{after}"
-    return f"found in {where}'s content" if locator is not None else None
+    return f"found in {where}'s content"
 
 
 def _config(config_file: Any) -> dict[str, Any]:
@@ -437,7 +449,9 @@ def record_webarena_checks(recorder: CheckRecorder) -> Iterator[CheckRecorder]:
 # -- WebArena-Verified ---------------------------------------------------------------------------
 
 
-def verified_checks(details: Mapping[str, Any], session: Session | None, provenance: str | None) -> list[Check]:
+def verified_checks(
+    details: Mapping[str, Any], session: Session | None, provenance: str | None
+) -> list[Check]:
     """One check per WebArena-Verified evaluator, from the package's own result (its expected and
     actual values, its failed assertions)."""
     checks = []
@@ -492,14 +506,24 @@ def verified_checks(details: Mapping[str, Any], session: Session | None, provena
 
 def _step_of(session: Session, actual: Any) -> tuple[int | None, str | None]:
     """The last step whose page was at the URL a network evaluator found (a navigation)."""
-    items = [actual] if isinstance(actual, str | Mapping) else list(actual or []) if isinstance(actual, list) else []
-    urls = [item if isinstance(item, str) else item.get("url") for item in items if isinstance(item, str | Mapping)]
-    urls = [url for url in urls if isinstance(url, str)]
-    for url in reversed(urls):
+    items = (
+        [actual]
+        if isinstance(actual, str | Mapping)
+        else list(actual or [])
+        if isinstance(actual, list)
+        else []
+    )
+    urls = [
+        item if isinstance(item, str) else item.get("url")
+        for item in items
+        if isinstance(item, str | Mapping)
+    ]
+    found = [url for url in urls if isinstance(url, str)]
+    for url in reversed(found):
         for step in reversed(session.steps):
             if step.url.rstrip("/") == url.rstrip("/"):
                 return step.index, step.url
-    return None, (urls[0] if urls else None)
+    return None, (found[-1] if found else None)
 
 
 # -- failure attribution ---------------------------------------------------------------------------
@@ -511,7 +535,10 @@ def error_attribution(error_type: str | None, error: str | None) -> dict[str, st
         return None
     first = (error or error_type).splitlines()[0][:300]
     if error_type in _MISS_ERRORS:
-        return {"class": "evaluator_miss", "reason": f"the evaluator asked what the session cannot answer: {first}"}
+        return {
+            "class": "evaluator_miss",
+            "reason": f"the evaluator asked what the session cannot answer: {first}",
+        }
     return {"class": "harness_fault", "reason": f"scoring failed ({error_type}): {first}"}
 
 
@@ -621,7 +648,10 @@ def attribute(
     final = session.final_step.index
     held = [index for index, value in step_scores if value == 1.0 and index != final]
     if held:
-        return {"class": "state_undone", "reason": f"the task was done at step {held[0]} (scored 1), not at the end"}
+        return {
+            "class": "state_undone",
+            "reason": f"the task was done at step {held[0]} (scored 1), not at the end",
+        }
     failed = [c for c in checks if not c.get("passed")]
     for check in failed:
         expected = _alternatives(check.get("expected"))
@@ -641,12 +671,18 @@ def attribute(
                     f"{seen[0]} ({seen[1]}), not at the end",
                 }
     for check in failed:
-        if check.get("evaluator") not in ("string_match", "verified") or check.get("source", {}).get("kind") != "answer":
+        if (
+            check.get("evaluator") not in ("string_match", "verified")
+            or check.get("source", {}).get("kind") != "answer"
+        ):
             continue
         expected = _alternatives(check.get("expected"))
         found = str(check.get("found") or "")
         if check.get("comparison") in ("fuzzy_match", "ua_match"):
-            return {"class": "answer_wrong", "reason": f"the LLM judge did not accept the answer {_shown(found)}"}
+            return {
+                "class": "answer_wrong",
+                "reason": f"the LLM judge did not accept the answer {_shown(found)}",
+            }
         if any(_format_only(e, found) for e in expected):
             return {
                 "class": "answer_wrong",
@@ -654,8 +690,10 @@ def attribute(
             }
         seen = _seen(session, expected)
         if seen is not None:
-            given = "no answer was given" if check.get("note", "") and "no answer" in str(check.get("note")) else (
-                f"the answer was {_shown(found)}"
+            given = (
+                "no answer was given"
+                if check.get("note", "") and "no answer" in str(check.get("note"))
+                else (f"the answer was {_shown(found)}")
             )
             return {
                 "class": "answer_wrong",

@@ -526,5 +526,7 @@ def verified_score_file(path: Path, configs: Mapping[int, dict[str, Any]] | None
         "partial": not session.complete,
         "provenance": provenance,
         "checks": checks,
-        "attribution": error_attribution("EvaluationError", error) if errored else attribute(session, score, checks),
+        "attribution": error_attribution("EvaluationError", error)
+        if errored
+        else attribute(session, score, checks),
     }
