@@ -43,10 +43,13 @@ __all__ = [
     "ATTRIBUTION_CLASSES",
     "Check",
     "CheckRecorder",
+    "answer_words",
     "attribute",
+    "check_title",
     "combined_score",
     "error_attribution",
     "failed_first",
+    "format_checks",
     "record_webarena_checks",
     "verified_checks",
 ]
@@ -339,12 +342,10 @@ class CheckRecorder:
         )
 
 
-def _source_note(source: Mapping[str, Any], prep: int) -> str:
-    where = f"the page at {source['url']}" if source.get("url") else "the page"
-    if source.get("kind") == "locator":
-        after = f" after {prep} prep action{'s' if prep != 1 else ''}" if prep else ""
-        return f"found by the locator on {where}{after}"
-    return f"found in {where}'s content"
+def _source_note(source: Mapping[str, Any], prep: int) -> str | None:
+    if source.get("kind") == "locator" and prep:
+        return f"the locator ran after {prep} prep action{'s' if prep != 1 else ''} on that page"
+    return None
 
 
 def _config(config_file: Any) -> dict[str, Any]:
@@ -713,3 +714,63 @@ def attribute(
             f"({evaluator} {check.get('comparison')} failed)",
         }
     return {"class": "state_not_reached", "reason": "the evaluator scored 0 with no failed check recorded"}
+
+
+# -- text ------------------------------------------------------------------------------------------
+
+
+def answer_words(answer: str | None, *, stopped: bool) -> str:
+    """The agent's answer as ``steps``, ``show`` and ``rescore`` all say it: a placeholder or a
+    missing answer in words, never the bare placeholder."""
+    if not stopped or answer is None:
+        return (
+            f"none (no final message: BrowserGym's validate compares its placeholder {PLACEHOLDER_ANSWER!r})"
+        )
+    if not answer.strip():
+        return "'' (an empty final message)"
+    return repr(answer)
+
+
+def _where(source: Mapping[str, Any]) -> str:
+    kind = source.get("kind")
+    step = source.get("step")
+    at = f"step {step}" if step is not None else "the session"
+    origin = source.get("provenance") or "?"
+    if kind == "answer":
+        return f"the answer at {at} ({origin})"
+    if kind == "url":
+        return f"{at}'s URL ({origin})"
+    if kind == "har_event":
+        return f"the network trace, {source.get('url') or 'no matching event'} ({at}, {origin})"
+    what = "the locator on" if kind == "locator" else "the content of"
+    return f"{what} {source.get('url') or 'the page'} at {at} ({origin})"
+
+
+def check_title(check: Mapping[str, Any]) -> str:
+    """``program_html[1] exact_match``: which evaluator, target and comparison."""
+    target = f"[{check['target']}]" if check.get("target") is not None else ""
+    comparison = check.get("comparison") or ""
+    name = f"{check.get('evaluator')}{target}"
+    return name if comparison == name else f"{name} {comparison}"
+
+
+def format_checks(
+    checks: Sequence[Mapping[str, Any]] | None, attribution: Mapping[str, Any] | None = None
+) -> str:
+    """The checks as text, failed first: verdict, comparison, expected, found, where it came from."""
+    if checks is None:
+        return "checks: none recorded (scored before checks were kept)"
+    lines = [
+        f"checks ({sum(1 for c in checks if not c.get('passed'))} failed of {len(checks)}, failed first):"
+    ]
+    for check in failed_first(checks):
+        verdict = "pass" if check.get("passed") else "FAIL"
+        lines.append(f"  {verdict}  {check_title(check)}")
+        lines.append(f"        expected {_shown(check.get('expected'))}")
+        lines.append(f"        found    {_shown(check.get('found'))}")
+        lines.append(f"        from     {_where(check.get('source') or {})}")
+        if check.get("note"):
+            lines.append(f"        note     {check['note']}")
+    if attribution:
+        lines.append(f"why 0: {attribution.get('class')}: {attribution.get('reason')}")
+    return "\n".join(lines)

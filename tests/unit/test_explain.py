@@ -250,3 +250,43 @@ def test_output_line_carries_checks_and_attribution(tmp_path: Path) -> None:
     assert lines["10024.failure"]["attribution"]["class"] == "state_not_reached"
     assert lines["10024.success"]["attribution"] is None
     assert all(c["passed"] for c in lines["10024.success"]["checks"])
+
+
+# -- where the checks show -------------------------------------------------------------------------
+
+
+def _cli(*args: str) -> str:
+    from click.testing import CliRunner
+
+    from cdp_integration.cli import cli
+
+    result = CliRunner().invoke(cli, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_rescore_and_eval_at_print_the_checks_failed_first() -> None:
+    path = str(FIXTURES / "v2" / "10039.failure.session.jsonl.gz")
+    out = _cli("rescore", path)
+    table = out[out.index("checks (2 failed of 3, failed first):") :].splitlines()
+    assert table[1] == "  FAIL  url_match"
+    assert table[2] == "        expected 'http://127.0.0.1:42797/admin/products/10/edit'"
+    assert table[3] == "        found    'http://127.0.0.1:42797/admin'"
+    assert table[6] == "  FAIL  program_html[0] exact_match"
+    assert [line for line in table if line.startswith("  pass")] == ["  pass  program_html[1] exact_match"]
+    assert table[-1] == "why 0: state_undone: the task was done at step 3 (scored 1), not at the end"
+    at = _cli("eval-at", path, "3")
+    assert at.startswith("step 3  score 1.0  provenance recorded\nchecks (0 failed of 3, failed first):")
+
+
+def test_steps_and_show_agree_on_a_missing_answer(tmp_path: Path) -> None:
+    steps = [_step(0, f"{SHOP}/products/3", "<p>SKU: DS-HK-003</p>")]
+    path = str(_write(tmp_path / "none.session.jsonl.gz", _session(steps, SKU, answer=None)))
+    words = "none (no final message: BrowserGym's validate compares its placeholder 'whatever')"
+    listed = _cli("steps", path)
+    assert f"answer: {words}" in listed
+    assert "expected 'DS-HK-003'\n        found    'whatever'" in listed
+    shown = _cli("show", path, "0")
+    assert "FAIL  string_match exact_match" in shown and "no answer: the agent sent no final message" in shown
+    rescored = _cli("rescore", path)
+    assert f"answer {words}" in rescored.splitlines()[0]
