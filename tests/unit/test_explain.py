@@ -15,6 +15,7 @@ import pytest
 from cdp_integration.errors import ReplayMissError
 from cdp_integration.evaluate.batch import score_directory
 from cdp_integration.evaluate.explain import ATTRIBUTION_CLASSES, combined_score
+from cdp_integration.evaluate.report import write_report
 from cdp_integration.evaluate.scoring import evaluate_session
 from cdp_integration.evaluate.verified import verified_score_file
 from cdp_integration.session import CaptureFault, SessionEnd, SessionWriter, Step, TabState, new_header
@@ -250,6 +251,15 @@ def test_output_line_carries_checks_and_attribution(tmp_path: Path) -> None:
     assert lines["10024.failure"]["attribution"]["class"] == "state_not_reached"
     assert lines["10024.success"]["attribution"] is None
     assert all(c["passed"] for c in lines["10024.success"]["checks"])
+
+    report = write_report(tmp_path / "out")
+    assert report.failed_checks == {"program_html[0] exact_match": 1, "program_html[1] exact_match": 1}
+    assert report.attribution == {"state_not_reached": 1}
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    assert "## Most common failed checks" in markdown and "| `program_html[0] exact_match` | 1 |" in markdown
+    assert "| state_not_reached | 1 |" in markdown
+    saved = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert saved["attribution"] == {"state_not_reached": 1}
 
 
 # -- where the checks show -------------------------------------------------------------------------
