@@ -279,6 +279,47 @@ def test_viewer_steps_through_the_episode_in_chromium(
     assert network == [], f"the viewer tried to fetch {network}"
 
 
+GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "sessions" / "v2"
+
+
+def test_viewer_shows_why_a_failing_demo_episode_scored_0(browser: Browser, tmp_path: Path) -> None:
+    """The Evaluation panel of the final state: the failed checks in red with expected and found, the
+    failure class, and the page that answered one click away (the evaluator's own captured page)."""
+    html = tmp_path / "failure.html"
+    cdp_session("view", GOLDEN / "10024.failure.session.jsonl.gz", "-o", html)
+    network: list[str] = []
+    page, _ = open_viewer(browser, html, network)
+    ARTIFACTS.mkdir(exist_ok=True)
+    try:
+        expect(page.locator("#header-why")).to_have_text("why 0: state_not_reached")
+        page.keyboard.press("End")
+        panel = page.locator("#evaluation")
+        expect(panel.locator("h3")).to_contain_text("Evaluation of the final state")
+        expect(panel.locator("h3")).to_contain_text("2 of 2 checks failed")
+        expect(page.locator("#attribution")).to_contain_text("state_not_reached")
+        failed = panel.locator("tr.check.fail")
+        expect(failed).to_have_count(2)
+        first = failed.first
+        expect(first.locator(".verdict")).to_have_text("FAIL")
+        expect(first).to_contain_text("program_html[0] exact_match")
+        expect(first.locator(".expected")).to_have_text('"$39.99"')
+        expect(first.locator(".found")).to_have_text('"$45.50"')
+        assert "rgb(254, 226, 226)" in first.locator("td").first.evaluate(
+            "e => getComputedStyle(e).backgroundColor"
+        )
+        first.locator(".page-link").click()
+        answered = page.frame_locator("#answering-frame")
+        expect(answered.locator("body")).to_contain_text("Price: $45.50")
+        expect(page.locator("#answering-page h3")).to_contain_text("/products/3 at step 3")
+        page.locator("#evaluation").scroll_into_view_if_needed()
+        page.screenshot(path=ARTIFACTS / "viewer-evaluation.png")
+        first.locator(".step-link").click()
+        expect(page.locator("#timeline li.selected")).to_have_attribute("data-step", "3")
+    finally:
+        page.close()
+    assert network == [], f"the viewer tried to fetch {network}"
+
+
 def test_a_30_step_episode_opens_and_reaches_its_last_step(
     sessions: dict[str, Path], browser: Browser, tmp_path: Path
 ) -> None:
