@@ -164,6 +164,8 @@ class CheckRecorder:
         self._sources: dict[int, dict[str, Any]] = {}
         self._prep: dict[int, int] = {}
         self._journal_at = 0
+        self._raised: BaseException | None = None
+        """The exception a comparison raised (already a failed check; not counted twice)."""
 
     # What an evaluator's ``__call__`` says about the comparisons that follow.
 
@@ -192,6 +194,8 @@ class CheckRecorder:
 
     def failed(self, evaluator: str, exc: BaseException) -> None:
         """The evaluator raised: BrowserGym's ``validate`` turns an ``AssertionError`` into 0."""
+        if exc is self._raised:
+            return
         self.checks.append(
             Check(
                 evaluator=evaluator,
@@ -217,6 +221,7 @@ class CheckRecorder:
             return
         note = self._answer_note()
         if error is not None:
+            self._raised = error
             note = _join(
                 note,
                 f"the comparison raised {type(error).__name__}; BrowserGym's validate scores an "
@@ -637,9 +642,10 @@ def attribute(
     1. ``harness_fault``: a capture fault (a crashed or hung tab included) or a 5xx document.
     2. ``state_undone``: an earlier step scored 1, or the failed check's expected URL or content was in
        a tab at an earlier step.
-    3. ``answer_wrong``: a failed answer check whose expected value was on a page the agent saw, whose
+    3. ``state_not_reached``: a tab was outside the WebArena sites (BrowserGym's safeguard).
+    4. ``answer_wrong``: a failed answer check whose expected value was on a page the agent saw, whose
        answer differs from it only in format, that the LLM judge refused, or no answer at all.
-    4. ``state_not_reached``: the expected URL, content or answer was never in any tab.
+    5. ``state_not_reached``: the expected URL, content or answer was never in any tab.
     """
     if score is None or score != 0.0:
         return None
@@ -654,6 +660,13 @@ def attribute(
             "reason": f"the task was done at step {held[0]} (scored 1), not at the end",
         }
     failed = [c for c in checks if not c.get("passed")]
+    for check in failed:
+        if check.get("evaluator") == "browsergym":
+            return {
+                "class": "state_not_reached",
+                "reason": f"a tab was outside the WebArena sites ({_shown(check.get('found'))}); BrowserGym's "
+                "validate scores that 0 before any evaluator runs",
+            }
     for check in failed:
         expected = _alternatives(check.get("expected"))
         if check.get("evaluator") == "url_match":

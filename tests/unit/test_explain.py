@@ -205,6 +205,20 @@ def test_url_open_earlier_then_left_is_state_undone() -> None:
     }
 
 
+def test_a_tab_off_the_sites_is_said_even_with_the_right_answer() -> None:
+    steps = [_step(0, f"{SHOP}/"), _step(1, "http://elsewhere.test/")]
+    result = evaluate_session(_session(steps, SKU, answer="DS-HK-003"))
+    assert result.score == 0.0 and combined_score(result.checks) == 0.0
+    (check,) = result.checks
+    assert (check["evaluator"], check["comparison"], check["found"]) == (
+        "browsergym",
+        "authorized_tabs",
+        ["http://elsewhere.test/"],
+    )
+    assert result.attribution is not None and result.attribution["class"] == "state_not_reached"
+    assert "outside the WebArena sites" in result.attribution["reason"]
+
+
 def test_capture_fault_is_harness_fault() -> None:
     fault = CaptureFault(stage="tab_state", error_type="TimeoutError", message="the tab's renderer crashed")
     steps = [
