@@ -9,6 +9,7 @@ socket; the official evaluator scores each session file through the replay mocks
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from pathlib import Path
 
 import orjson
@@ -98,8 +99,11 @@ def test_every_failure_names_its_failed_check(episodes: list[DemoEpisode], tmp_p
     expected and found values and a failure class; every line's checks combine to its score."""
     sessions = tmp_path / "sessions"
     sessions.mkdir()
+    trajectories = {}
     for episode in episodes:
-        (sessions / Path(episode.session).name).symlink_to(Path(episode.session).resolve())
+        name = f"{episode.task_id}.{episode.trajectory}.session.jsonl.gz"
+        shutil.copy(episode.session, sessions / name)
+        trajectories[name] = episode.trajectory
     score_directory(sessions, tmp_path / "out")
     lines = [orjson.loads(line) for line in (tmp_path / "out" / "output.jsonl").read_bytes().splitlines()]
     assert len(lines) == len(episodes)
@@ -107,10 +111,12 @@ def test_every_failure_names_its_failed_check(episodes: list[DemoEpisode], tmp_p
         result, name = line["test_result"], line["metadata"]["session_path"]
         assert result["error"] is None, (name, result["error"])
         assert combined_score(result["checks"]) == result["score"], name
-        if ".failure." in name:
+        if trajectories[name] == "failure":
             failed = [c for c in result["checks"] if not c["passed"]]
             assert failed and all({"expected", "found", "source"} <= set(c) for c in failed), name
             assert result["attribution"]["class"] in ATTRIBUTION_CLASSES, name
+        else:
+            assert result["attribution"] is None, name
 
 
 def test_reconstructed_checks_combine_to_the_score(episodes: list[DemoEpisode]) -> None:
