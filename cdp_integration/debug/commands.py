@@ -11,7 +11,7 @@ import contextlib
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -197,7 +197,11 @@ def export_wabe_command(session_path: Path, output: Path) -> None:
 @_SESSION
 @click.argument("step", type=int)
 @click.option(
-    "--js", "expression", required=True, help="A JavaScript expression or function, as page.evaluate takes."
+    "--js",
+    "expression",
+    default=None,
+    help="A JavaScript expression or function, as page.evaluate takes. Without it: the official "
+    "evaluator scores STEP and its checks are printed.",
 )
 @click.option(
     "--timeout",
@@ -206,8 +210,9 @@ def export_wabe_command(session_path: Path, output: Path) -> None:
     show_default=True,
     help="Seconds to wait for the value (a promise that never settles ends here: exit 2).",
 )
-def eval_at(session_path: Path, step: int, expression: str, timeout: float) -> None:
-    """Run JavaScript against the page as it was at STEP, offline (sandboxed, nothing fetched).
+def eval_at(session_path: Path, step: int, expression: str | None, timeout: float) -> None:
+    """Run JavaScript against the page as it was at STEP, offline (sandboxed, nothing fetched), or
+    without --js score STEP with the official evaluator and print its checks, failed first.
 
     Prints the value as JSON; a JavaScript exception is printed and exits 1.
     """
@@ -217,6 +222,14 @@ def eval_at(session_path: Path, step: int, expression: str, timeout: float) -> N
     from cdp_integration.replay.page import replay_step
 
     session = _load_session(session_path)
+    if expression is None:
+        from cdp_integration.evaluate.explain import format_checks
+        from cdp_integration.evaluate.scoring import evaluate_step
+
+        scored = _scored(session_path, lambda: evaluate_step(session, _step(session, step, "STEP")))
+        click.echo(f"step {scored.step}  score {scored.score}  provenance {scored.provenance}")
+        _echo(format_checks(scored.checks))
+        return
     page = replay_step(session, _step(session, step, "STEP"))
     with _deadline(timeout, f"the JavaScript did not finish within {timeout:g} s (--timeout)"):
         try:
@@ -253,21 +266,23 @@ def rescore(session_path: Path, config_path: Path | None, trust_configs: bool, r
     pages; a question neither can answer is an error naming it. Each score says its provenance:
     recorded, reconstructed (from captured pages) or mixed.
     """
-    from cdp_integration.errors import CDPIntegrationError, EvaluationError
+    from cdp_integration.evaluate.explain import answer_words, format_checks
     from cdp_integration.evaluate.scoring import evaluate_session
 
     session = _load_session(session_path)
-    try:
-        result = evaluate_session(
+    result = _scored(
+        session_path,
+        lambda: evaluate_session(
             session, config_path, trust_configs=trust_configs, recorded_only=recorded_only
-        )
-    except CDPIntegrationError:
-        raise
-    except Exception as exc:  # the evaluator itself failed on this episode
-        raise EvaluationError(f"{session_path}: the evaluator raised {type(exc).__name__}: {exc}") from exc
+        ),
+    )
     if result.note:
         click.echo(f"note: {result.note}", err=True)
-    click.echo(f"task {result.task_id}  eval types {'+'.join(result.eval_types)}  answer {result.answer!r}")
+    final = session.final_answer
+    if final is None and result.answer != "whatever":
+        final = result.answer
+    answer = answer_words(final, stopped=final is not None)
+    _echo(f"task {result.task_id}  eval types {'+'.join(result.eval_types)}  answer {answer}")
     for row in result.steps:
         live = "-" if row.live_reward is None else f"{row.live_reward:.1f}"
         answers = (
@@ -278,6 +293,19 @@ def rescore(session_path: Path, config_path: Path | None, trust_configs: bool, r
         f"final-state score {result.score}  per-step max {result.max_score}  live {result.live_reward}  "
         f"provenance {result.provenance}"
     )
+    _echo(format_checks(result.checks, result.attribution))
+
+
+def _scored[T](session_path: Path, score: Callable[[], T]) -> T:
+    """``score()``; an exception of the evaluator itself becomes an ``EvaluationError`` (exit 2)."""
+    from cdp_integration.errors import CDPIntegrationError, EvaluationError
+
+    try:
+        return score()
+    except CDPIntegrationError:
+        raise
+    except Exception as exc:  # the evaluator itself failed on this episode
+        raise EvaluationError(f"{session_path}: the evaluator raised {type(exc).__name__}: {exc}") from exc
 
 
 def register_debug_commands(group: click.Group) -> None:

@@ -15,10 +15,12 @@ from cdp_integration.debug.views import (
     RequestRow,
     end_evaluation,
     form_rows,
+    offline_checks,
     step_requests,
     step_summaries,
     step_summary,
 )
+from cdp_integration.evaluate.explain import answer_words
 from cdp_integration.session.limits import SessionLimits
 from cdp_integration.session.output import BoundedOutput, iter_json
 from cdp_integration.session.store import Session
@@ -83,10 +85,14 @@ def format_steps(session: Session) -> str:
     )
     lines = [table]
     if session.end is not None:
-        lines.append(f"answer: {session.end.final_answer if session.end.final_answer is not None else '-'}")
+        answer = session.end.final_answer
+        lines.append(f"answer: {answer_words(answer, stopped=answer is not None)}")
     final = end_evaluation(session)
     if final is not None:
         lines.append(f"final evaluation ({final.source}): {final.label}")
+    checks = offline_checks(session, len(session.steps) - 1) if session.steps else None
+    if checks is not None:
+        lines.append(f"final state, {checks}")
     return "\n".join(lines)
 
 
@@ -120,12 +126,15 @@ def _summary(session: Session, index: int) -> str:
     ]
     if summary.evaluation is not None:
         e = summary.evaluation
-        lines.append(f"eval      {e.label}   ({e.source}{f', answer {e.answer!r}' if e.answer else ''})")
+        lines.append(f"eval      {e.label}   ({e.source}, answer {e.answer_label})")
     rows = form_rows(step)
     lines += [f"form      {row.text}" for row in rows[:_FORM_SUMMARY_ROWS]]
     if len(rows) > _FORM_SUMMARY_ROWS:
         lines.append(f"form      … and {len(rows) - _FORM_SUMMARY_ROWS} more (--form)")
     lines += [f"fault     {fault}" for fault in summary.faults]
+    checks = offline_checks(session, index)
+    if checks is not None:
+        lines.append(f"evaluation, {checks}")
     return "\n".join(lines)
 
 

@@ -32,7 +32,7 @@ from cdp_integration.debug.views import (
     task_text,
 )
 from cdp_integration.session.limits import SessionLimits
-from cdp_integration.session.models import FormControlState
+from cdp_integration.session.models import FormControlState, TabState
 from cdp_integration.session.output import BoundedOutput, iter_json, output_file
 from cdp_integration.session.store import Session
 
@@ -398,9 +398,50 @@ def _evaluation(summary: EvaluationSummary | None) -> dict[str, Any] | None:
         "score": summary.score,
         "source": summary.source,
         "answer": summary.answer,
+        "answer_label": summary.answer_label,
         "error": summary.error,
         "calls": summary.calls,
     }
+
+
+@dataclass
+class _Explained:
+    """The offline score's checks per step (``evaluate.explain``), for the Evaluation panels."""
+
+    checks: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    scores: dict[int, float | None] = field(default_factory=dict)
+    attribution: dict[str, str] | None = None
+    error: str | None = None
+
+
+def _explained(session: Session) -> _Explained:
+    """Score the episode offline with the official evaluator; a session that cannot be scored says why."""
+    config = session.task.get("config")
+    if not session.steps or not isinstance(config, dict) or not isinstance(config.get("eval"), dict):
+        return _Explained(error="no WebArena task config in the session: nothing to score")
+    from cdp_integration.evaluate.scoring import evaluate_session
+
+    try:
+        result = evaluate_session(session)
+    except Exception as exc:  # a miss or the evaluator's own failure: shown, never fatal to the viewer
+        return _Explained(error=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    return _Explained(
+        checks={s.step: s.checks for s in result.steps},
+        scores={s.step: s.score for s in result.steps},
+        attribution=result.attribution,
+    )
+
+
+def _answering_tab(session: Session, step: int, url: str | None) -> TabState | None:
+    """The captured page behind a check's found value: the evaluator's own page, else a tab at its URL."""
+    if not url:
+        return None
+    evaluation = session.evaluation_at(step)
+    captured = session.step(step)
+    for tab in [*(evaluation.pages if evaluation else []), *captured.tabs]:
+        if tab.html is not None and urldefrag(tab.url)[0].rstrip("/") == urldefrag(url)[0].rstrip("/"):
+            return tab
+    return None
 
 
 def _changes(change: StepDiff) -> dict[str, Any]:
@@ -457,6 +498,23 @@ def episode_data(session: Session, *, limits: SessionLimits | None = None) -> di
     inert: dict[tuple[str, str, tuple[str, ...], tuple[str, ...]], tuple[int, int]] = {}
     texts: dict[tuple[str, tuple[str, ...]], str] = {}
     summaries = step_summaries(session)
+    explained = _explained(session)
+
+    def add_page(made: str) -> int:
+        if made not in pages:
+            budget.count(len(made))
+            pages[made] = len(page_list)
+            page_list.append(made)
+        return pages[made]
+
+    def check_view(step: int, check: dict[str, Any]) -> dict[str, Any]:
+        from cdp_integration.evaluate.explain import check_title
+
+        source = check.get("source") or {}
+        tab = _answering_tab(session, step, source.get("url")) if source.get("kind") != "answer" else None
+        page = add_page(inert_html(tab.html, tab.url, sheets=sheets).html) if tab and tab.html else None
+        return {**check, "title": check_title(check), "page": page}
+
     steps = []
     for i, (step, summary) in enumerate(zip(session.steps, summaries, strict=True)):
         tab = step.active_tab
@@ -477,11 +535,7 @@ def episode_data(session: Session, *, limits: SessionLimits | None = None) -> di
                 made = inert_html(
                     step.html, step.url, extra_css=document_css, sheets=sheets, form_state=form_state
                 )
-                if made.html not in pages:
-                    budget.count(len(made.html))
-                    pages[made.html] = len(page_list)
-                    page_list.append(made.html)
-                inert[key] = (pages[made.html], made.missing_stylesheets)
+                inert[key] = (add_page(made.html), made.missing_stylesheets)
             page = inert[key]
         text_key = (step.html or "", tuple(c.model_dump_json() for c in tab.form_state) if tab else ())
         if step.html is not None and text_key not in texts:
@@ -501,6 +555,10 @@ def episode_data(session: Session, *, limits: SessionLimits | None = None) -> di
                 "capture_ms": round(step.capture_ms, 1),
                 "faults": list(summary.faults),
                 "evaluation": _evaluation(summary.evaluation),
+                "checks": [check_view(step.index, c) for c in explained.checks[step.index]]
+                if step.index in explained.checks
+                else None,
+                "offline_score": explained.scores.get(step.index),
                 "screenshot": f"data:image/png;base64,{tab.screenshot_png}"
                 if tab and tab.screenshot_png
                 else None,
@@ -538,6 +596,8 @@ def episode_data(session: Session, *, limits: SessionLimits | None = None) -> di
         "complete": session.complete,
         "final_answer": end.final_answer if end else None,
         "final_evaluation": _evaluation(end_evaluation(session)),
+        "attribution": explained.attribution,
+        "explain_error": explained.error,
         "browser": session.header.browser_version,
         "created": session.header.created,
         "source": session.path.name if session.path else None,

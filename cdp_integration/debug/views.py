@@ -24,6 +24,7 @@ __all__ = [
     "evaluation_of",
     "form_row",
     "form_rows",
+    "offline_checks",
     "step_requests",
     "step_summaries",
     "step_summary",
@@ -105,6 +106,15 @@ class EvaluationSummary:
     error: str | None = None
     calls: int = 0
     """Questions the evaluator asked of the page (recorded for offline replay)."""
+    action_type: str | None = None
+    """``STOP`` when the agent had sent its final message; else BrowserGym compared a placeholder."""
+
+    @property
+    def answer_label(self) -> str:
+        """The answer in words (``answer_words``): a placeholder is never shown as if the agent said it."""
+        from cdp_integration.evaluate.explain import answer_words
+
+        return answer_words(self.answer, stopped=self.action_type == "STOP")
 
     @property
     def label(self) -> str:
@@ -119,6 +129,7 @@ def _summarize_evaluation(evaluation: Evaluation) -> EvaluationSummary:
         answer=evaluation.answer,
         error=evaluation.error,
         calls=len(evaluation.calls),
+        action_type=evaluation.action_type,
     )
 
 
@@ -129,6 +140,28 @@ def evaluation_of(step: Step) -> EvaluationSummary | None:
     if step.reward is not None:
         return EvaluationSummary(score=step.reward, source="reward")
     return None
+
+
+def offline_checks(session: Session, index: int) -> str | None:
+    """The official evaluator's checks at step ``index`` scored offline, as text; None when the step
+    is not one an evaluator scored (no recorded run, not the last step) or the task has no config."""
+    from cdp_integration.errors import CDPIntegrationError
+    from cdp_integration.evaluate.explain import format_checks
+    from cdp_integration.evaluate.scoring import evaluate_step
+
+    step = session.steps[index]
+    if step.evaluation is None and index != len(session.steps) - 1:
+        return None
+    config = session.task.get("config")
+    if not isinstance(config, dict) or not isinstance(config.get("eval"), dict):
+        return None
+    try:
+        scored = evaluate_step(session, index)
+    except CDPIntegrationError as exc:
+        return f"checks: cannot score offline: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+    except Exception as exc:  # the evaluator itself failed on this step
+        return f"checks: the evaluator raised {type(exc).__name__}: {exc}"
+    return f"offline score {scored.score:g} ({scored.provenance})\n" + format_checks(scored.checks)
 
 
 def end_evaluation(session: Session) -> EvaluationSummary | None:

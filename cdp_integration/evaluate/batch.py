@@ -13,7 +13,8 @@ One line of ``output.jsonl`` (``report.py`` reads these back)::
      "history": [{"index", "action", "url"}, ...],
      "test_result": {"score", "max_score", "live_reward", "live_max", "answer",
                      "error", "error_type", "duration_ms", "partial",
-                     "provenance": "recorded" | "reconstructed" | "mixed" | null},
+                     "provenance": "recorded" | "reconstructed" | "mixed" | null,
+                     "checks": [<check>, ...] | null, "attribution": {"class", "reason"} | null},
      "metadata": {"session_path": <relative to the sessions dir>, "scorer": str}}
 
 The per-session scorer is ``cdp_integration.evaluate.scoring.score_session_file`` unless another is
@@ -46,6 +47,7 @@ from typing import Any, NamedTuple, Protocol
 import orjson
 
 from cdp_integration.errors import CDPIntegrationError, EvaluationError
+from cdp_integration.evaluate.explain import error_attribution
 
 __all__ = [
     "OUTPUT_NAME",
@@ -90,6 +92,8 @@ _RESULT_FIELDS = (
     "error",
     "error_type",
     "provenance",
+    "checks",
+    "attribution",
 )
 _TRACEBACK_CHARS = 4000
 
@@ -426,6 +430,8 @@ def _result_record(
     if test_result["error"] is not None and test_result["error_type"] is None:
         test_result["error_type"] = "Error"
     test_result["partial"] = bool(result.get("partial"))  # no end record: scored on its last readable step
+    if test_result["attribution"] is None and test_result["error_type"] is not None:
+        test_result["attribution"] = error_attribution(test_result["error_type"], test_result["error"])
     return {
         "instance_id": str(result.get("instance_id") or _fallback_instance_id(job)),
         "instance": instance,
@@ -458,6 +464,7 @@ def _error_record(
 ) -> dict[str, Any]:
     test_result: dict[str, Any] = dict.fromkeys(_RESULT_FIELDS)
     test_result.update(error=error, error_type=error_type, duration_ms=duration_ms)
+    test_result["attribution"] = error_attribution(error_type, error)
     metadata: dict[str, Any] = {"session_path": job.rel, "scorer": scorer or DEFAULT_SCORER}
     if trace is not None:
         metadata["traceback"] = trace

@@ -13,6 +13,8 @@ sessions. What is reported, and how:
 - Live vs offline agreement: ``live_reward`` against ``score`` and ``live_max`` against ``max_score``,
   over sessions that have both.
 - Failure modes: errors by ``error_type``; sessions scored 0 without error, by eval types.
+- Why: the most common failed checks (``test_result.checks``, by evaluator, target and comparison)
+  and the failure classes (``test_result.attribution``); lines without them are not counted.
 - Provenance: sessions by where their answers came from (``recorded``, ``reconstructed``, ``mixed``;
   lines written before provenance existed count as ``unknown``), and per site how many were not
   purely recorded (the ``reconstructed`` column).
@@ -116,6 +118,10 @@ class Report:
     """Scored sessions by provenance: ``recorded``, ``reconstructed``, ``mixed`` (``unknown``: older lines)."""
     not_recorded_by_site: dict[str, int] = field(default_factory=dict)
     """Per site, scored sessions whose answers were not all recorded live (reconstructed or mixed)."""
+    failed_checks: dict[str, int] = field(default_factory=dict)
+    """Failed checks of scored sessions by ``check_title`` (``program_html[0] exact_match``), most common first."""
+    attribution: dict[str, int] = field(default_factory=dict)
+    """Sessions by failure class (``test_result.attribution``), most common first."""
     bootstrap: dict[str, Any] = field(
         default_factory=lambda: {
             "resamples": BOOTSTRAP_RESAMPLES,
@@ -250,6 +256,8 @@ def build_report(output_jsonl: str | os.PathLike[str], *, incomplete_sessions: I
     partial: list[str] = []
     provenance: Counter[str] = Counter()
     not_recorded: Counter[str] = Counter()
+    failed_checks: Counter[str] = Counter()
+    classes: Counter[str] = Counter()
     for record in _iter_lines(Path(output_jsonl), unreadable):
         sessions += 1
         result = record["test_result"]
@@ -272,6 +280,7 @@ def build_report(output_jsonl: str | os.PathLike[str], *, incomplete_sessions: I
             provenance[kind] += 1
             if kind in ("reconstructed", "mixed"):
                 not_recorded[site] += 1
+        _count_why(result, failed_checks, classes)
         if _is_number(result.get("max_score")):
             max_score.add(result["max_score"], site, template)
         live.add(result.get("live_reward"), result.get("score"), instance_id)
@@ -290,7 +299,22 @@ def build_report(output_jsonl: str | os.PathLike[str], *, incomplete_sessions: I
         partial_sessions=tuple(partial),
         provenance=dict(provenance.most_common()),
         not_recorded_by_site=dict(not_recorded),
+        failed_checks=dict(failed_checks.most_common()),
+        attribution=dict(classes.most_common()),
     )
+
+
+def _count_why(result: dict[str, Any], failed_checks: Counter[str], classes: Counter[str]) -> None:
+    """Count a line's failed checks (once per kind per session) and its failure class, if it has them."""
+    from cdp_integration.evaluate.explain import check_title
+
+    checks = result.get("checks")
+    if isinstance(checks, list):
+        titles = {check_title(c) for c in checks if isinstance(c, dict) and c.get("passed") is False}
+        failed_checks.update(titles)
+    attribution = result.get("attribution")
+    if isinstance(attribution, dict) and isinstance(attribution.get("class"), str):
+        classes[attribution["class"]] += 1
 
 
 def write_report(output_dir: str | os.PathLike[str], *, incomplete_sessions: Iterable[str] = ()) -> Report:
@@ -352,6 +376,10 @@ def format_summary(report: Report) -> str:
     failures = [f"{kind} {count}" for kind, count in report.errors_by_type.items()]
     failures += [f"score 0 ({kind}) {count}" for kind, count in report.zero_score_by_eval_type.items()]
     lines.append(f"failure modes:            {', '.join(failures) or 'none'}")
+    if report.attribution:
+        lines.append(f"why (failure classes):    {_counts(report.attribution)}")
+    if report.failed_checks:
+        lines.append(f"most failed checks:       {_counts(dict(list(report.failed_checks.items())[:5]))}")
     if report.unreadable_lines:
         lines.append(f"unreadable lines:         {report.unreadable_lines}")
     if report.incomplete_sessions:
@@ -362,6 +390,24 @@ def format_summary(report: Report) -> str:
             f"e.g. {report.partial_sessions[0]}"
         )
     return "\n".join(lines)
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{name} {count}" for name, count in counts.items())
+
+
+def _why_markdown(report: Report) -> list[str]:
+    """The report.md sections on why sessions failed: their classes and most common failed checks."""
+    if not report.attribution and not report.failed_checks:
+        return []
+    out = ["", "## Why sessions scored 0", "", "| class | sessions |", "|---|---:|"]
+    out += [f"| {name} | {count} |" for name, count in report.attribution.items()] or ["| none | 0 |"]
+    out += ["", "## Most common failed checks", "", "| check | sessions |", "|---|---:|"]
+    out += [f"| `{name}` | {count} |" for name, count in list(report.failed_checks.items())[:_CHECKS_LISTED]]
+    return out
+
+
+_CHECKS_LISTED = 20
 
 
 def _provenance(report: Report) -> str:
@@ -449,4 +495,5 @@ def format_markdown(report: Report) -> str:
             "",
         ]
         out += [f"- `{instance_id}`" for instance_id in report.partial_sessions]
+    out += _why_markdown(report)
     return "\n".join(out) + "\n"

@@ -40,6 +40,7 @@ from cdp_integration.errors import (
     ReconstructedAnswerError,
     ReplayMissError,
 )
+from cdp_integration.evaluate.explain import CheckRecorder, attribute, record_webarena_checks
 from cdp_integration.imports.common import imported_gap, imported_provenance
 from cdp_integration.replay.page import MockBrowserContext
 from cdp_integration.replay.recorded import replay_http
@@ -88,6 +89,8 @@ class StepScore:
     """``recorded``, ``reconstructed`` or ``mixed`` (see the module docstring)."""
     answers: dict[str, int] = field(default_factory=dict)
     """Questions answered from the recording / reconstructed from captured pages."""
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    """The official evaluators' comparisons at this step (``evaluate.explain``); they combine to ``score``."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,10 @@ class SessionScore:
     """Where the answers behind ``score`` and ``max_score`` came from: ``recorded``,
     ``reconstructed`` or ``mixed``."""
     answers: dict[str, int] = field(default_factory=dict)
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    """The final state's checks (``evaluate.explain``): they combine to ``score``."""
+    attribution: dict[str, str] | None = None
+    """Why ``score`` is 0: ``{"class", "reason"}`` (``evaluate.explain.attribute``); None otherwise."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -218,6 +225,13 @@ def evaluate_step(
     vet_config(config, page_urls=_page_urls(context), trusted=trusted)
     chat = _chat_messages(evaluation, session.answer_at(step))
     urls = site_urls(session)
+    imported = imported_provenance(session.header.options)
+    recorder = CheckRecorder(
+        step=context.step.index,
+        provenance="recorded" if evaluation is not None else "reconstructed",
+        journal=context.journal,
+        imported=imported,
+    )
     with (
         contextlib.closing(context),  # hands its sandbox pages back for the next session to reuse
         use_site_urls(urls),
@@ -226,9 +240,13 @@ def evaluate_step(
         guard_evaluator_eval(config, trusted=trusted),
         webarena_config_file(config) as config_file,
         replay_http(evaluation.http if evaluation else ()) as http,
+        record_webarena_checks(recorder),
     ):
         task = _webarena_task(config_file, urls, [p.url for p in context.pages])
+        tab_urls = [p.url for p in context.pages]
         score, _done, _message, info = task.validate(page, chat)
+    if isinstance(info, dict) and "Unauthorized" in str(info.get("error")):
+        recorder.tab_safeguard(info, tab_urls)
     misses = context.misses + http.misses
     if misses:
         kind = ReconstructedAnswerError if recorded_only and context.misses else ReplayMissError
@@ -237,7 +255,7 @@ def evaluate_step(
         provenance = "reconstructed"
     else:
         provenance = "mixed" if context.answers["reconstructed"] else "recorded"
-    provenance = imported_provenance(session.header.options) or provenance
+    provenance = imported or provenance
     return StepScore(
         step=context.step.index,
         score=float(score),
@@ -246,6 +264,7 @@ def evaluate_step(
         error=info.get("error") if isinstance(info, dict) else None,
         provenance=provenance,
         answers=dict(context.answers),
+        checks=[check.to_dict() for check in recorder.checks],
     )
 
 
@@ -323,6 +342,8 @@ def evaluate_session(
         else f"partial session (no end record): scored its last readable step {session.final_step.index}",
         provenance=combined_provenance([s.provenance for s in steps]),
         answers={kind: sum(s.answers.get(kind, 0) for s in steps) for kind in ("recorded", "reconstructed")},
+        checks=final.checks,
+        attribution=attribute(session, final.score, final.checks, [(s.step, s.score) for s in steps]),
     )
 
 

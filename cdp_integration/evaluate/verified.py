@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from cdp_integration.deployment import known_site_urls
 from cdp_integration.environment import PLACEHOLDER_URL
 from cdp_integration.errors import EvaluationError, ReplayMissError
+from cdp_integration.evaluate.explain import attribute, error_attribution, verified_checks
 from cdp_integration.har.export import session_har_entries
 from cdp_integration.imports.common import imported_provenance, imported_verified_gap
 from cdp_integration.session.store import Session, load_session
@@ -508,21 +509,29 @@ def verified_score_file(path: Path, configs: Mapping[int, dict[str, Any]] | None
         result = verified_score(session, task_id)
     live_reward, live_max = _live_rewards(session)
     errored = result.status == "error"
+    provenance = imported_provenance(session.header.options)
+    checks = [check.to_dict() for check in verified_checks(result.details, session, provenance)]
+    score = None if errored else result.score
+    error = (result.error or "WebArena-Verified evaluation error") if errored else None
     return {
         "instance_id": session.instance_id,
         "task_id": task_id,
         "intent_template_id": result.details.get("intent_template_id"),
         "sites": list(result.details.get("sites") or []),
         "eval_types": ["webarena-verified"],
-        "score": None if errored else result.score,
+        "score": score,
         "max_score": None,
         "live_reward": live_reward,
         "live_max": live_max,
         "answer": session.final_answer,
         "history": [{"index": step.index, "action": step.action, "url": step.url} for step in session.steps],
-        "error": (result.error or "WebArena-Verified evaluation error") if errored else None,
+        "error": error,
         "error_type": "EvaluationError" if errored else None,
         "duration_ms": (time.perf_counter() - started) * 1000,
         "partial": not session.complete,
-        "provenance": imported_provenance(session.header.options),
+        "provenance": provenance,
+        "checks": checks,
+        "attribution": error_attribution("EvaluationError", error)
+        if errored
+        else attribute(session, score, checks),
     }

@@ -208,6 +208,8 @@ class MockBrowserContext(BrowserContext):
         self.recorded_only = recorded_only
         self.answers: dict[str, int] = {"recorded": 0, "reconstructed": 0}
         """How many questions were answered from the live recording / reconstructed from captured pages."""
+        self.journal: list[tuple[str, str, str]] = []
+        """Every answered question in order: ``(kind, question, url)``; says which page answered a check."""
         self._pages: list[MockPage] = [
             MockPage(self, url=tab.url, tab=tab, index=0 if tab is self.step.active_tab else -1)
             for tab in self.step.tabs
@@ -580,6 +582,7 @@ class MockBrowserContext(BrowserContext):
             self.misses.append(str(error))
             raise error
         self.answers[kind] += 1
+        self.journal.append((kind, question, url))
 
     def _forget(self, page: MockPage) -> None:
         with contextlib.suppress(ValueError):

@@ -39,6 +39,7 @@ import pytest
 from cdp_integration import CDPSessionLogger, load_session
 from cdp_integration.capture.probes import build_trajectory, webarena_config_file
 from cdp_integration.errors import ReconstructedAnswerError, ReplayMissError
+from cdp_integration.evaluate.explain import combined_score
 from cdp_integration.evaluate.scoring import evaluate_session
 from cdp_integration.webarena import skip_evaluator_sleep, use_site_urls
 from tests.conformance import apps, differential
@@ -385,6 +386,10 @@ def _judge(
         problems.append(f"{label}: offline {result.score} != live {live} ({result.provenance})")
         return f"{result.score}  WRONG"
     counts[f"{mode} matched"] += 1
+    if combined_score(result.checks) != result.score:
+        problems.append(f"{label}: the checks {result.checks} do not combine to the score {result.score}")
+    if result.score == 0.0 and not any(not c["passed"] for c in result.checks):
+        problems.append(f"{label}: scored 0 with no failed check")
     if expected == "miss":
         problems.append(f"{label}: expected a loud miss, got a (correct) score {result.score}")
     if result.provenance != mode:

@@ -8,10 +8,18 @@ socket; the official evaluator scores each session file through the replay mocks
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
+from pathlib import Path
+
+import orjson
 import pytest
 
 from cdp_integration.demo.job import DemoEpisode, format_results, score_demo_sessions
 from cdp_integration.demo.tasks import load_demo_tasks
+from cdp_integration.errors import ReplayMissError
+from cdp_integration.evaluate.batch import score_directory
+from cdp_integration.evaluate.explain import ATTRIBUTION_CLASSES, combined_score
 from cdp_integration.evaluate.scoring import evaluate_session
 from cdp_integration.session.store import load_session
 from tests.integration.corpus import corpus_task_ids
@@ -83,3 +91,47 @@ def test_per_step_maximum_matches_too(episodes: list[DemoEpisode], no_sockets: l
         assert score.max_score == episode.live_max == score.live_max, episode
         assert all(step.source == "recorded" for step in score.steps), episode
         assert [s.score for s in score.steps] == [s.live_reward for s in score.steps], episode
+        assert all(combined_score(s.checks) == s.score for s in score.steps), episode
+
+
+def test_every_failure_names_its_failed_check(episodes: list[DemoEpisode], tmp_path: Path) -> None:
+    """``output.jsonl`` of the corpus: every failure trajectory's line names a failed check with its
+    expected and found values and a failure class; every line's checks combine to its score."""
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    trajectories = {}
+    for episode in episodes:
+        name = f"{episode.task_id}.{episode.trajectory}.session.jsonl.gz"
+        shutil.copy(episode.session, sessions / name)
+        trajectories[name] = episode.trajectory
+    score_directory(sessions, tmp_path / "out")
+    lines = [orjson.loads(line) for line in (tmp_path / "out" / "output.jsonl").read_bytes().splitlines()]
+    assert len(lines) == len(episodes)
+    for line in lines:
+        result, name = line["test_result"], line["metadata"]["session_path"]
+        assert result["error"] is None, (name, result["error"])
+        assert combined_score(result["checks"]) == result["score"], name
+        if trajectories[name] == "failure":
+            failed = [c for c in result["checks"] if not c["passed"]]
+            assert failed and all({"expected", "found", "source"} <= set(c) for c in failed), name
+            assert result["attribution"]["class"] in ATTRIBUTION_CLASSES, name
+        else:
+            assert result["attribution"] is None, name
+
+
+def test_reconstructed_checks_combine_to_the_score(episodes: list[DemoEpisode]) -> None:
+    """The same episodes as if captured without the task's config: every answer from the captured
+    pages; the checks still combine to the score (or the miss is loud)."""
+    scored = 0
+    for episode in episodes:
+        session = load_session(episode.session)
+        steps = tuple(step.model_copy(update={"evaluation": None}) for step in session.steps)
+        end = session.end.model_copy(update={"probe": None}) if session.end else None
+        try:
+            result = evaluate_session(dataclasses.replace(session, steps=steps, end=end), per_step=False)
+        except Exception as exc:  # a loud miss: a page, or the LLM judge's reply, not captured
+            assert isinstance(exc, ReplayMissError) or "no recorded response" in str(exc), exc
+            continue
+        scored += 1
+        assert combined_score(result.checks) == result.score, episode
+    assert scored >= len(episodes) // 2

@@ -114,6 +114,8 @@ def test_every_session_becomes_one_openhands_style_line(tmp_path: Path) -> None:
         "duration_ms": 1.5,
         "partial": False,
         "provenance": None,
+        "checks": None,  # the fake scorer gives none; the real ones do (test_explain.py)
+        "attribution": None,
     }
     assert a["metadata"] == {"session_path": "a.session.jsonl.gz", "scorer": "verified"}
 

@@ -45,7 +45,7 @@ def test_steps_lists_every_step_with_status_requests_and_evaluation(session_path
     assert rows["2"].split()[-4:] == ["5", "22.0", "1", "-"]  # requests, capture ms, evaluation, faults
     assert rows["1"].split()[-3:] == ["21.0", "0", "-"]  # no recorded evaluation: the live reward
     assert rows["4"].split()[-3:] == ["24.0", "1", "-"]
-    assert lines[-1] == "answer: Emma"
+    assert lines[-1] == "answer: 'Emma'"
 
 
 def test_show_summary_and_each_view(session_path: Path) -> None:

@@ -59,7 +59,7 @@ def test_views_and_diff_with_the_previous_step() -> None:
     assert out[6].startswith("step 1 → step 2\n") and "+ session (shop.test/) added: abc" in out[6]
     assert out[7].startswith("step 0 → step 2\n")
     assert out[8] == "step 9 is out of range: the session has steps 0..4\n"
-    assert out[9].startswith("step  action") and "answer: Emma" in out[9]
+    assert out[9].startswith("step  action") and "answer: 'Emma'" in out[9]
 
 
 def test_js_runs_on_the_current_step_through_the_evaluator() -> None:

@@ -407,6 +407,18 @@ def test_verified_score_file_row(tmp_path: Path) -> None:
         "duration_ms": row["duration_ms"],
         "partial": False,
         "provenance": None,  # imported sessions say imported:<format>
+        "checks": row["checks"],
+        "attribution": None,
+    }
+    assert [(c["comparison"], c["passed"]) for c in row["checks"]] == [
+        ("AgentResponseEvaluator", True),
+        ("NetworkEventEvaluator", True),
+    ]
+    assert row["checks"][1]["source"] == {
+        "kind": "har_event",
+        "step": 0,
+        "url": f"{SHOP}/products/11",
+        "provenance": "recorded",
     }
     assert row["duration_ms"] > 0
     json.dumps(row)

@@ -1,0 +1,92 @@
+"""What keeping the checks costs: scoring the golden sessions with and without them, side by side.
+
+Run::
+
+    .venv/bin/python benchmarks/explain_overhead.py [--rounds 5]
+
+Each round scores every golden session (``tests/fixtures/sessions/v*/``, every step BrowserGym
+validated) twice in this process, once as shipped (the official evaluators' comparisons recorded,
+the failure class worked out) and once with the recording and the attribution replaced by no-ops,
+in alternating order. CPU time of this process is compared (wall time is printed too; on a shared
+machine it is noisier). Target: scoring with checks within 10% of scoring without. Exit status 1
+on a miss.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from cdp_integration.evaluate import scoring
+from cdp_integration.session.store import Session, load_session
+
+REPO = Path(__file__).resolve().parent.parent
+TARGET = 1.10
+
+
+@contextlib.contextmanager
+def _without_checks() -> Iterator[None]:
+    record, attribute = scoring.record_webarena_checks, scoring.attribute
+
+    def no_attribution(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    scoring.record_webarena_checks = lambda recorder: contextlib.nullcontext(recorder)  # type: ignore[assignment]
+    scoring.attribute = no_attribution  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        scoring.record_webarena_checks, scoring.attribute = record, attribute
+
+
+def _score_all(sessions: list[Session]) -> tuple[float, float, list[float | None]]:
+    cpu, wall = time.process_time(), time.perf_counter()
+    scores = [scoring.evaluate_session(session).score for session in sessions]
+    return time.process_time() - cpu, time.perf_counter() - wall, scores
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    paths = sorted((REPO / "tests" / "fixtures" / "sessions").glob("v*/*.session.jsonl.gz"))
+    sessions = [load_session(path) for path in paths]
+    steps = sum(sum(1 for s in session.steps if s.evaluation is not None) for session in sessions)
+    _score_all(sessions)  # imports and caches warm
+    totals = {"with": [0.0, 0.0], "without": [0.0, 0.0]}
+    for round_ in range(args.rounds):
+        order = ("with", "without") if round_ % 2 == 0 else ("without", "with")
+        results = {}
+        for mode in order:
+            with _without_checks() if mode == "without" else contextlib.nullcontext():
+                cpu, wall, scores = _score_all(sessions)
+            totals[mode][0] += cpu
+            totals[mode][1] += wall
+            results[mode] = scores
+        if results["with"] != results["without"]:
+            print("FAIL: the scores differ with and without the checks")
+            return 1
+    print(f"{len(sessions)} golden sessions, {steps} evaluated steps, {args.rounds} rounds each way")
+    print(f"{'':<16}{'CPU s':>10}{'wall s':>10}{'ms/session':>12}")
+    for mode, (cpu, wall) in totals.items():
+        per = cpu / (args.rounds * len(sessions)) * 1000
+        print(f"{mode + ' checks':<16}{cpu:>10.2f}{wall:>10.2f}{per:>12.1f}")
+    ratio = totals["with"][0] / totals["without"][0]
+    wall_ratio = totals["with"][1] / totals["without"][1]
+    verdict = "PASS" if ratio <= TARGET else "MISS"
+    print(
+        f"cost of scoring with checks: {ratio:.3f}x CPU ({wall_ratio:.3f}x wall); target <= {TARGET:.2f}x {verdict}"
+    )
+    return 0 if verdict == "PASS" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
