@@ -21,7 +21,9 @@ from cdp_integration.evaluate.batch import (
     load_configs,
     score_directory,
 )
-from cdp_integration.evaluate.report import REPORT_JSON, REPORT_MD, format_summary, write_report
+from cdp_integration.evaluate.report import REPORT_JSON, REPORT_MD, format_summary, plural, write_report
+from cdp_integration.evaluate.report_html import viewer_links, write_run_html
+from cdp_integration.evaluate.runs import Run, read_run, unscored_groups
 
 __all__ = ["eval_command", "register_eval_command"]
 
@@ -92,6 +94,16 @@ def _progress_bar(total: int) -> AbstractContextManager[Progress]:
     default=None,
     help="With --import: a JSON object task id -> final answer, for formats that do not hold it.",
 )
+@click.option(
+    "--viewers",
+    is_flag=True,
+    help="Also write each session's HTML viewer into OUTPUT_DIR/viewers; report.html links every row to it.",
+)
+@click.option(
+    "--allow-unscored",
+    is_flag=True,
+    help="Exit 0 even when some sessions could not be scored (by default that exits 1).",
+)
 @click.pass_context
 def eval_command(
     ctx: click.Context,
@@ -107,11 +119,15 @@ def eval_command(
     no_progress: bool,
     import_format: str | None,
     answers_path: Path | None,
+    viewers: bool,
+    allow_unscored: bool,
 ) -> None:
-    """Score a directory of sessions offline; write output.jsonl and a report.
+    """Score a directory of sessions offline; write output.jsonl and a report (md, json, html).
 
     Sessions already in the output's output.jsonl are skipped, so a stopped run picks up where it
     was. SESSIONS_DIR may also be an OpenHands run_infer output directory (sessions in a subdirectory).
+    Exit status: 0 when every session was scored, 1 when some could not be (unless --allow-unscored),
+    2 for bad arguments.
     """
     try:
         configs = load_configs(configs_path) if configs_path is not None else None
@@ -143,24 +159,70 @@ def eval_command(
         )
         incomplete = [path.relative_to(sessions_dir).as_posix() for path in summary.incomplete]
         report = write_report(output_dir, incomplete_sessions=incomplete)
+        run = read_run(output_dir)
+        viewer_failures = write_viewers(sessions_dir, output_dir, run) if viewers else []
+        html_path = write_run_html(output_dir, run, report, links=viewer_links(run))
     except (CDPIntegrationError, OSError, RecursionError, MemoryError, ValueError) as exc:
         if ctx.parent is not None:
             raise  # inside cdp-session: its group prints it the same way
         click.echo(f"{ctx.info_name}: error: {one_line_error(exc)}", err=True)
         ctx.exit(2)
     click.echo(
-        f"scored {summary.scored} sessions ({summary.failed} could not be scored) in {summary.elapsed_s:.1f} s, "
-        f"{summary.sessions_per_s:.1f} sessions/s with {summary.workers} worker(s); "
+        f"scored {plural(summary.scored, 'session')} in {summary.elapsed_s:.1f} s, "
+        f"{summary.sessions_per_s:.1f} sessions/s with {plural(summary.workers, 'worker')}; "
         f"{summary.skipped} already scored, skipped"
     )
     if summary.skipped_partial:
-        click.echo(f"{summary.skipped_partial} sessions without an end record skipped (--complete-only)")
+        click.echo(
+            f"{plural(summary.skipped_partial, 'session')} without an end record skipped (--complete-only)"
+        )
     if incomplete:
-        click.echo(f"{len(incomplete)} incomplete sessions (*.partial) not scored, e.g. {incomplete[0]}")
+        click.echo(
+            f"{plural(len(incomplete), 'incomplete session')} (*.partial) not scored, e.g. {incomplete[0]}"
+        )
     click.echo("")
     click.echo(escape_controls(format_summary(report)))  # ids and errors come from the sessions
     click.echo("")
-    click.echo(f"wrote {summary.output_path}, {output_dir / REPORT_JSON}, {output_dir / REPORT_MD}")
+    for failure in viewer_failures:
+        click.echo(escape_controls(f"no viewer for {failure}"), err=True)
+    click.echo(
+        f"wrote {summary.output_path}, {output_dir / REPORT_JSON}, {output_dir / REPORT_MD}, {html_path}"
+    )
+    groups = unscored_groups(run.episodes)
+    if groups:
+        unscored = sum(len(group.instances) for group in groups)
+        click.echo(
+            f"{plural(unscored, 'session')} of {len(run.episodes)} could not be scored"
+            + (" (allowed by --allow-unscored):" if allow_unscored else ":"),
+            err=True,
+        )
+        for group in groups:
+            click.echo(escape_controls(f"  {group.line()}"), err=True)
+        if not allow_unscored:
+            ctx.exit(1)
+
+
+def write_viewers(sessions_dir: Path, output_dir: Path, run: Run) -> list[str]:
+    """Write the viewer of each session of ``run`` that has none yet into ``output_dir/viewers``;
+    the sessions whose viewer could not be written, with why (a session too broken to load)."""
+    from cdp_integration.debug.viewer import write_viewer
+    from cdp_integration.evaluate.report_html import viewer_relpath
+    from cdp_integration.session.store import load_session
+
+    root = sessions_dir.resolve()
+    failures = []
+    for episode in run.episodes:
+        if episode.session_path is None:
+            continue
+        source = (root / episode.session_path).resolve()
+        target = output_dir / viewer_relpath(episode.session_path)
+        if not source.is_relative_to(root) or target.exists():
+            continue
+        try:
+            write_viewer(load_session(source), target)
+        except (CDPIntegrationError, OSError, RecursionError, MemoryError, ValueError) as exc:
+            failures.append(f"{episode.session_path}: {one_line_error(exc)}")
+    return failures
 
 
 def register_eval_command(group: click.Group) -> None:
