@@ -448,7 +448,8 @@ def _add_header_facts(record: dict[str, Any], path: Path) -> None:
     except (CDPIntegrationError, OSError, ValueError, RecursionError, MemoryError):
         return
     task = header.task if isinstance(header.task, dict) else {}
-    config = task.get("config") if isinstance(task.get("config"), dict) else {}
+    found = task.get("config")
+    config: dict[str, Any] = found if isinstance(found, dict) else {}
     task_id = task.get("task_id", config.get("task_id"))
     if isinstance(task_id, int) and not isinstance(task_id, bool):
         record["instance"]["task_id"] = task_id

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from cdp_integration.errors import CDPIntegrationError, escape_controls, one_line_error
+from cdp_integration.errors import CDPIntegrationError, EvaluationError, escape_controls, one_line_error
 from cdp_integration.evaluate.batch import (
     DEFAULT_SCORER,
     SCORERS,
@@ -25,7 +25,7 @@ from cdp_integration.evaluate.report import REPORT_JSON, REPORT_MD, format_summa
 from cdp_integration.evaluate.report_html import viewer_links, write_run_html
 from cdp_integration.evaluate.runs import Run, read_run, unscored_groups
 
-__all__ = ["eval_command", "register_eval_command"]
+__all__ = ["compare_command", "eval_command", "register_eval_command", "write_viewers"]
 
 DEFAULT_OUTPUT_SUBDIR = "eval_output"
 
@@ -228,3 +228,148 @@ def write_viewers(sessions_dir: Path, output_dir: Path, run: Run) -> list[str]:
 def register_eval_command(group: click.Group) -> None:
     """Add ``eval`` to the ``cdp-session`` group."""
     group.add_command(eval_command)
+
+
+SESSION_CONFIGS = "session"
+"""``--configs session``: the config each session carries (the default of ``eval``)."""
+
+
+@click.command("compare")
+@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "-o",
+    "--output-dir",
+    type=click.Path(path_type=Path),
+    default=Path("compare_output"),
+    show_default=True,
+    help="Where compare.md, compare.json and compare.html go (and the scored runs of session folders).",
+)
+@click.option(
+    "--scorer",
+    "scorers",
+    multiple=True,
+    type=click.Choice(SCORERS),
+    help="Scorer for RUNs that are session folders. Given twice with one folder: score it with each and "
+    "compare (an evaluator-version comparison).",
+)
+@click.option(
+    "--configs",
+    "configs_paths",
+    multiple=True,
+    help="Task configs for RUNs that are session folders (a file or directory, as for eval; "
+    f"'{SESSION_CONFIGS}': the config each session carries). Given twice or more with one folder: "
+    "score it with each config set and compare.",
+)
+@click.option(
+    "--trust-configs", is_flag=True, help="As for eval: let the --configs files' func: expressions run."
+)
+@click.option(
+    "--workers", type=int, default=1, show_default=True, help="Scoring processes for session folders."
+)
+@click.option(
+    "--viewers", is_flag=True, help="Write the viewers of scored session folders; compare.html links to them."
+)
+@click.option(
+    "--pair-by",
+    type=click.Choice(("task", "session")),
+    default=None,
+    help="Pair tasks (their trials averaged) or each session with itself [default: session when one "
+    "folder is scored several ways, else task].",
+)
+def compare_command(
+    runs: tuple[Path, ...],
+    output_dir: Path,
+    scorers: tuple[str, ...],
+    configs_paths: tuple[str, ...],
+    trust_configs: bool,
+    workers: int,
+    viewers: bool,
+    pair_by: str | None,
+) -> None:
+    """Compare runs task by task: scores side by side, flipped tasks first, paired CI, McNemar.
+
+    A RUN is an eval output (its output.jsonl or the directory holding it) or a folder of sessions,
+    scored first. The first RUN is the baseline. One session folder with two --scorer or two or more
+    --configs values compares evaluator versions: every verdict that changes, and why.
+    """
+    from cdp_integration.evaluate.compare import compare_runs, headline, score_folder, write_comparison
+    from cdp_integration.evaluate.runs import find_output
+
+    if len(scorers) > 1 and len(configs_paths) > 1:
+        raise click.UsageError("vary either --scorer or --configs, not both")
+    variants = max(len(scorers), len(configs_paths))
+    if variants > 1 and len(runs) != 1:
+        raise click.UsageError(
+            "several --scorer or --configs values compare one session folder: give one RUN"
+        )
+    if variants <= 1 and len(runs) < 2:
+        raise click.UsageError(
+            "give two or more RUNs, or one session folder with two --scorer or --configs values"
+        )
+    loaded: list[Run] = []
+    names = _labels(runs, scorers, configs_paths) if variants > 1 else _labels(runs, (), ())
+    for index, name in enumerate(names):
+        path = runs[0] if variants > 1 else runs[index]
+        output = find_output(path)
+        if output is not None and variants <= 1:
+            loaded.append(read_run(output, name=name))
+            continue
+        if not path.is_dir():
+            raise EvaluationError(f"{path}: neither an eval output nor a folder of sessions")
+        scorer = scorers[index] if len(scorers) > 1 else (scorers[0] if scorers else None)
+        configs_text = (
+            configs_paths[index] if len(configs_paths) > 1 else (configs_paths[0] if configs_paths else None)
+        )
+        configs = None if configs_text in (None, SESSION_CONFIGS) else load_configs(Path(configs_text))
+        run_dir = output_dir / "runs" / name
+        click.echo(f"scoring {path} as {name} into {run_dir}", err=True)
+        run = score_folder(
+            path,
+            run_dir,
+            name=name,
+            scorer=scorer,
+            configs=configs,
+            trust_configs=trust_configs,
+            workers=workers,
+        )
+        if viewers:
+            for failure in write_viewers(path, run_dir, run):
+                click.echo(escape_controls(f"no viewer for {failure}"), err=True)
+        loaded.append(run)
+    by = pair_by or ("session" if variants > 1 else "task")
+    comparisons = [compare_runs(loaded[0], other, by=by) for other in loaded[1:]]
+    links = [
+        (viewer_links(c.a, relative_to=output_dir), viewer_links(c.b, relative_to=output_dir))
+        for c in comparisons
+    ]
+    md, js, page_path = write_comparison(output_dir, comparisons, links)
+    for comparison in comparisons:
+        click.echo(escape_controls(headline(comparison)))
+        for change in comparison.flipped:
+            why = "; ".join(change.why)
+            click.echo(escape_controls(f"  {change.task}: {change.verdict_a} -> {change.verdict_b} ({why})"))
+    click.echo(f"wrote {md}, {js}, {page_path}")
+
+
+def _labels(runs: tuple[Path, ...], scorers: tuple[str, ...], configs: tuple[str, ...]) -> list[str]:
+    """A short distinct name per run (its folder name; the scorer or config set for variants)."""
+    if len(scorers) > 1:
+        names = list(scorers)
+    elif len(configs) > 1:
+        names = [Path(text).name.removesuffix(".json") or text for text in configs]
+    else:
+        names = []
+        for path in runs:
+            resolved = path.resolve()
+            if resolved.name == "output.jsonl":
+                resolved = resolved.parent
+            if resolved.name == DEFAULT_OUTPUT_SUBDIR:
+                resolved = resolved.parent
+            names.append(resolved.name or "run")
+    seen: dict[str, int] = {}
+    unique = []
+    for name in names:
+        safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in name).lstrip(".") or "run"
+        seen[safe] = seen.get(safe, 0) + 1
+        unique.append(safe if seen[safe] == 1 else f"{safe}-{seen[safe]}")
+    return unique

@@ -142,7 +142,7 @@ def bar_chart(
     return "".join(out)
 
 
-def group_section(title: str, groups: Sequence[Group], *, chart: bool = True) -> str:
+def group_section(title: str, column: str, groups: Sequence[Group], *, chart: bool = True) -> str:
     """A chart (when there are few groups) and a table of groups with their intervals."""
     confidence = f"{CONFIDENCE:.0%} CI"
     parts = [f"<h2>{_e(title)}</h2>"]
@@ -162,8 +162,8 @@ def group_section(title: str, groups: Sequence[Group], *, chart: bool = True) ->
         for g in groups
     )
     table = (
-        f'<table><thead><tr><th>{_e(title.split(" ")[-1])}</th><th class="n">tasks</th><th class="n">sessions</th>'
-        f'<th class="n">tasks passed</th><th class="n">mean</th><th class="n">{confidence}</th></tr></thead>'
+        f'<table><thead><tr><th>{_e(column)}</th><th class="n">tasks</th><th class="n">sessions</th>'
+        f'<th class="n">sessions passed</th><th class="n">mean</th><th class="n">{confidence}</th></tr></thead>'
         f"<tbody>{rows}</tbody></table>"
     )
     if len(groups) > 40:
@@ -289,8 +289,8 @@ def render_run_html(run: Run, report: Report, *, links: Mapping[str, str] | None
         f"{plural(score.macro.templates, 'template')}</div></div>"
         f'<div><div class="muted">max_score (max over steps), macro</div><div class="big">{_num(max_score.macro.mean)}</div>'
         f"<div>{confidence} {_interval(max_score.macro.ci_low, max_score.macro.ci_high)}</div></div>"
-        f'<div><div class="muted">tasks passed</div><div class="big">{sum(t.verdict == "pass" for t in tasks.values())}'
-        f"/{len(tasks)}</div><div>mean over tasks {_num(score.mean)}</div></div>"
+        f'<div><div class="muted">sessions passed</div><div class="big">{sum(e.passed for e in run.episodes)}'
+        f"/{len(run.episodes)}</div><div>mean over tasks {_num(score.mean)}</div></div>"
         f'<div><div class="muted">could not be scored</div><div class="big" id="unscored">{unscored}</div>'
         f"<div>of {plural(len(run.episodes), 'session')}</div></div></div>"
     )
@@ -305,10 +305,14 @@ def render_run_html(run: Run, report: Report, *, links: Mapping[str, str] | None
             f'<tr><td>tasks whose trials disagree</td><td class="n">{trials.inconsistent}</td></tr>'
             "</tbody></table>"
         )
-    body.append(group_section("Per site", group_by(tasks.values(), lambda t: t.first.site)))
-    body.append(group_section("Per eval type", group_by(tasks.values(), lambda t: t.first.eval_type)))
+    body.append(group_section("Per site", "site", group_by(tasks.values(), lambda t: t.first.site)))
     body.append(
-        group_section("Per template", group_by(tasks.values(), lambda t: t.first.template), chart=False)
+        group_section("Per eval type", "eval type", group_by(tasks.values(), lambda t: t.first.eval_type))
+    )
+    body.append(
+        group_section(
+            "Per template", "template", group_by(tasks.values(), lambda t: t.first.template), chart=False
+        )
     )
     body.append(_provenance_section(run))
     body.append(_failure_section(run))

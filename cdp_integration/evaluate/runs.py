@@ -152,6 +152,10 @@ class Run:
     path: Path
     episodes: list[Episode] = field(default_factory=list)
     unreadable_lines: int = 0
+    sessions_dir: Path | None = None
+    """The sessions scored, when known (a run that ``compare`` scored itself)."""
+    configs: Mapping[int, Mapping[str, Any]] | None = None
+    """The configs they were scored with, when given (None: the config each session carries)."""
 
     def tasks(self) -> dict[str, TaskResult]:
         grouped: dict[str, list[Episode]] = defaultdict(list)
@@ -288,7 +292,7 @@ class Group:
     ci_low: float | None
     ci_high: float | None
     passed: int
-    """Tasks whose verdict is pass."""
+    """Sessions (trials) that passed."""
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -312,7 +316,7 @@ def group_by(tasks: Iterable[TaskResult], key: Callable[[TaskResult], str]) -> l
                 mean=_mean(values),
                 ci_low=ci[0] if ci else None,
                 ci_high=ci[1] if ci else None,
-                passed=sum(t.verdict == "pass" for t in members),
+                passed=sum(t.passes for t in members),
             )
         )
     return groups
