@@ -122,7 +122,7 @@ def eval_command(
     viewers: bool,
     allow_unscored: bool,
 ) -> None:
-    """Score a directory of sessions offline; write output.jsonl and a report (md, json, html).
+    """Score a directory of sessions offline; write output.jsonl and a report.
 
     Sessions already in the output's output.jsonl are skipped, so a stopped run picks up where it
     was. SESSIONS_DIR may also be an OpenHands run_infer output directory (sessions in a subdirectory).
