@@ -56,7 +56,10 @@ _TABLE_JS = """
 const data=JSON.parse(document.getElementById('rows').textContent);
 const cols=data.columns, rows=data.rows, body=document.getElementById('tbody');
 const head=document.getElementById('thead'), count=document.getElementById('count');
-const filters={}; let sortKey=data.sort||null, sortDir=1, text='';
+const filters={}; let sortKey=data.sort||null, sortDir=1, text='', shown=[], drawn=0;
+const PAGE=200, pager=document.getElementById('pager');
+pager.querySelector('.more').addEventListener('click',()=>more(PAGE));
+pager.querySelector('.all').addEventListener('click',()=>more(shown.length));
 function esc(v){return String(v).replace(/[&<>"']/g,c=>({'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;',"'":'&#39;'}[c]));}
 function cell(c,r){const v=r[c.key];
  if(c.type==='link'){const h=r[c.key+'_href'];return h?'<a href="'+esc(h)+'">'+esc(v)+'</a>':esc(v==null?'':v);}
@@ -70,9 +73,13 @@ function render(){
  if(sortKey){keep.sort((a,b)=>{const x=a[sortKey],y=b[sortKey];
    if(x===y)return 0;if(x==null)return 1;if(y==null)return -1;
    return (typeof x==='number'&&typeof y==='number'?x-y:String(x).localeCompare(String(y),undefined,{numeric:true}))*sortDir;});}
- const out=[];for(const r of keep){out.push('<tr'+(r.flip?' class="flip"':'')+'>');
+ shown=keep;drawn=0;body.textContent='';more(PAGE);}
+function more(n){const out=[];const end=Math.min(shown.length,drawn+n);
+ for(let i=drawn;i<end;i++){const r=shown[i];out.push('<tr'+(r.flip?' class="flip"':'')+'>');
    for(const c of cols){out.push(c.type==='link'?'<td>'+cell(c,r)+'</td>':cell(c,r));}out.push('</tr>');}
- body.innerHTML=out.join('');count.textContent=keep.length+' of '+rows.length+' rows';}
+ body.insertAdjacentHTML('beforeend',out.join(''));drawn=end;
+ count.textContent=shown.length+' of '+rows.length+' rows'+(drawn<shown.length?' ('+drawn+' shown)':'');
+ pager.hidden=drawn>=shown.length;}
 head.innerHTML='<tr>'+cols.map(c=>'<th data-key="'+esc(c.key)+'"'+(c.type==='num'?' class="n"':'')+'>'+esc(c.label)+'</th>').join('')+'</tr>';
 head.addEventListener('click',e=>{const k=e.target.closest('th');if(!k)return;const key=k.dataset.key;
  sortDir=sortKey===key?-sortDir:1;sortKey=key;render();});
@@ -184,6 +191,7 @@ def table_section(
     return (
         f'<h2>{_e(title)}</h2><div class="filters" id="filters"></div><div class="muted" id="count"></div>'
         '<table id="table"><thead id="thead"></thead><tbody id="tbody"></tbody></table>'
+        '<p id="pager" hidden><button class="more">show 200 more</button> <button class="all">show all</button></p>'
         f'<script type="application/json" id="rows">{_json_for_script(data)}</script>'
         f"<script>{_TABLE_JS}</script>"
     )

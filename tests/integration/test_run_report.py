@@ -104,8 +104,13 @@ def test_a_full_size_run_renders_in_one_file(browser: Browser, tmp_path: Path) -
     page, requests = _open(browser, path)
     try:
         elapsed = time.perf_counter() - started
-        assert page.text_content("#count") == "2436 of 2436 rows"
+        assert page.text_content("#count") == "2436 of 2436 rows (200 shown)"
+        assert page.locator("#tbody tr").count() == 200  # the rest on demand, so the page opens fast
+        page.click("#pager .more")
+        assert page.text_content("#count") == "2436 of 2436 rows (400 shown)"
+        page.click("#pager .all")
         assert page.locator("#tbody tr").count() == 2436
+        assert page.is_hidden("#pager")
         page.select_option("select[data-key='outcome']", "error")
         errors = int((page.text_content("#count") or "0").split()[0])
         assert 0 < errors < 2436 and set(_column(page, 8)) == {"error"}
