@@ -60,6 +60,7 @@ bench: setup
 	.venv/bin/python benchmarks/cli_startup.py || status=1; \
 	.venv/bin/python benchmarks/capture_overhead.py || status=1; \
 	.venv/bin/python benchmarks/inline_data_page.py || status=1; \
+	.venv/bin/python benchmarks/run_report_html.py || status=1; \
 	.venv/bin/python benchmarks/offline_vs_live.py --keep .cache/bench-sessions || status=1; \
 	.venv/bin/python benchmarks/eval_throughput.py --sessions .cache/bench-sessions --count 2000 || status=1; \
 	exit $$status

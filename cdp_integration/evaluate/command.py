@@ -230,6 +230,7 @@ def register_eval_command(group: click.Group) -> None:
     group.add_command(eval_command)
 
 
+_FLIPS_PRINTED = 50
 SESSION_CONFIGS = "session"
 """``--configs session``: the config each session carries (the default of ``eval``)."""
 
@@ -335,6 +336,7 @@ def compare_command(
         if viewers:
             for failure in write_viewers(path, run_dir, run):
                 click.echo(escape_controls(f"no viewer for {failure}"), err=True)
+        write_run_html(run_dir, run, write_report(run_dir), links=viewer_links(run))
         loaded.append(run)
     by = pair_by or ("session" if variants > 1 else "task")
     comparisons = [compare_runs(loaded[0], other, by=by) for other in loaded[1:]]
@@ -345,9 +347,11 @@ def compare_command(
     md, js, page_path = write_comparison(output_dir, comparisons, links)
     for comparison in comparisons:
         click.echo(escape_controls(headline(comparison)))
-        for change in comparison.flipped:
+        for change in comparison.flipped[:_FLIPS_PRINTED]:
             why = "; ".join(change.why)
             click.echo(escape_controls(f"  {change.task}: {change.verdict_a} -> {change.verdict_b} ({why})"))
+        if len(comparison.flipped) > _FLIPS_PRINTED:
+            click.echo(f"  ... and {len(comparison.flipped) - _FLIPS_PRINTED} more in {md}")
     click.echo(f"wrote {md}, {js}, {page_path}")
 
 

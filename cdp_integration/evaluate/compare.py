@@ -60,6 +60,7 @@ COMPARE_JSON = "compare.json"
 COMPARE_HTML = "compare.html"
 _REASONS_LISTED = 6
 _VALUE_CHARS = 120
+_ERROR_CHARS = 400
 
 
 @dataclass(frozen=True)
@@ -270,6 +271,11 @@ def _short(value: Any) -> str:
     return repr(text) if len(text) <= _VALUE_CHARS else repr(text[: _VALUE_CHARS - 3] + "...")
 
 
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _why(run_a: Run, run_b: Run, a: TaskResult, b: TaskResult) -> list[str]:
     """Reasons the task's result differs, most specific first, at most a handful."""
     ea, eb = _matching_episodes(a, b)
@@ -280,12 +286,12 @@ def _why(run_a: Run, run_b: Run, a: TaskResult, b: TaskResult) -> list[str]:
         for label, episode in (("A", ea), ("B", eb)):
             if not episode.scored:
                 reasons.append(
-                    f"{label} could not be scored: {episode.error_type}: {_short(episode.error or '')[1:-1]}"
+                    f"{label} could not be scored: {episode.error_type}: {_clip(episode.error or '', _ERROR_CHARS)}"
                 )
     if ea.scorer != eb.scorer:
         reasons.append(f"scorer {ea.scorer} -> {eb.scorer}")
     reasons += _config_changes(run_a, run_b, ea, eb)
-    if ea.answer != eb.answer:
+    if ea.answer != eb.answer and ea.scored and eb.scored:
         reasons.append(f"answer {_short(ea.answer)} -> {_short(eb.answer)}")
     if (a.trials != b.trials or a.passes != b.passes) and (a.trials > 1 or b.trials > 1):
         reasons.append(f"trials passed {a.passes}/{a.trials} -> {b.passes}/{b.trials}")
@@ -537,7 +543,7 @@ def format_markdown(comparisons: Sequence[Comparison]) -> str:
                 "",
                 f"### {title}",
                 "",
-                f"| {title.split()[-1]} | tasks | {c.a.name} | {c.b.name} | difference | {CONFIDENCE:.0%} CI | flipped |",
+                f"| {title.split()[-1]} | {c.unit}s | {c.a.name} | {c.b.name} | difference | {CONFIDENCE:.0%} CI | flipped |",
                 "|---|---:|---:|---:|---:|---|---:|",
             ]
             for g in groups:
@@ -559,19 +565,25 @@ def render_html(
     rows: list[dict[str, Any]] = []
     for c, (links_a, links_b) in zip(comparisons, links, strict=True):
         pair = f"{c.b.name} vs {c.a.name}"
-        body.append(f'<h2>{_e(pair)}</h2><p class="headline-text">{_e(headline(c))}</p>')
+        body.append(
+            f'<h2>{_e(pair)}</h2><p class="muted">A (baseline): {_e(c.a.name)} ({_e(c.a.path)}); '
+            f'B: {_e(c.b.name)} ({_e(c.b.path)})</p><p class="headline-text">{_e(headline(c))}</p>'
+        )
         body.append(
             bar_chart(
-                [(f"{g.key}: {c.a.name}", g.mean_a, None, None, f"{_num(g.mean_a)}") for g in c.per_site]
-                + [
-                    (
-                        f"{g.key}: {c.b.name}",
-                        g.mean_b,
-                        None,
-                        None,
-                        f"{_num(g.mean_b)} ({_signed(g.difference)})",
-                    )
+                [
+                    bar
                     for g in c.per_site
+                    for bar in (
+                        (f"{g.key}: {c.a.name}", g.mean_a, None, None, _num(g.mean_a)),
+                        (
+                            f"{g.key}: {c.b.name}",
+                            g.mean_b,
+                            None,
+                            None,
+                            f"{_num(g.mean_b)} ({_signed(g.difference)})",
+                        ),
+                    )
                 ],
                 title=f"Per site, {pair}",
             )
