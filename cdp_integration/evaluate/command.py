@@ -206,17 +206,18 @@ def write_viewers(sessions_dir: Path, output_dir: Path, run: Run) -> list[str]:
     """Write the viewer of each session of ``run`` that has none yet into ``output_dir/viewers``;
     the sessions whose viewer could not be written, with why (a session too broken to load)."""
     from cdp_integration.debug.viewer import write_viewer
-    from cdp_integration.evaluate.report_html import viewer_relpath
+    from cdp_integration.evaluate.report_html import VIEWERS_DIR, viewer_relpath
     from cdp_integration.session.store import load_session
 
     root = sessions_dir.resolve()
+    viewers = (output_dir / VIEWERS_DIR).resolve()
     failures = []
     for episode in run.episodes:
         if episode.session_path is None:
             continue
         source = (root / episode.session_path).resolve()
-        target = output_dir / viewer_relpath(episode.session_path)
-        if not source.is_relative_to(root) or target.exists():
+        target = (output_dir / viewer_relpath(episode.session_path)).resolve()
+        if not source.is_relative_to(root) or not target.is_relative_to(viewers) or target.exists():
             continue
         try:
             write_viewer(load_session(source), target)
