@@ -19,7 +19,7 @@ from __future__ import annotations
 import html
 import math
 import os
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +29,7 @@ import orjson
 
 from cdp_integration.errors import CDPIntegrationError, EvaluationError
 from cdp_integration.evaluate.batch import score_directory
-from cdp_integration.evaluate.report import CONFIDENCE, plural
+from cdp_integration.evaluate.report import CONFIDENCE, describe_trials, plural
 from cdp_integration.evaluate.runs import (
     Episode,
     Run,
@@ -513,10 +513,22 @@ def headline(c: Comparison) -> str:
     )
 
 
+def trials_line(c: Comparison) -> str:
+    """How many trials each run has per task: said, since the two may differ."""
+    return (
+        "Trials: "
+        + "; ".join(
+            f"{run.name}: {describe_trials(dict(Counter(t.trials for t in run.tasks().values())))}"
+            for run in (c.a, c.b)
+        )
+        + "."
+    )
+
+
 def format_markdown(comparisons: Sequence[Comparison]) -> str:
     out = ["# Run comparison", ""]
     for c in comparisons:
-        out += [f"## {c.b.name} vs {c.a.name}", "", headline(c), ""]
+        out += [f"## {c.b.name} vs {c.a.name}", "", headline(c), "", trials_line(c), ""]
         if c.only_a or c.only_b:
             out += [
                 f"Not paired: {plural(len(c.only_a), 'task')} only in {c.a.name}, "
@@ -568,6 +580,7 @@ def render_html(
         body.append(
             f'<h2>{_e(pair)}</h2><p class="muted">A (baseline): {_e(c.a.name)} ({_e(c.a.path)}); '
             f'B: {_e(c.b.name)} ({_e(c.b.path)})</p><p class="headline-text">{_e(headline(c))}</p>'
+            f'<p class="muted">{_e(trials_line(c))}</p>'
         )
         body.append(
             bar_chart(
@@ -595,7 +608,7 @@ def render_html(
             for g in c.per_site
         )
         body.append(
-            f'<table><thead><tr><th>site</th><th class="n">tasks</th><th class="n">{_e(c.a.name)}</th>'
+            f'<table><thead><tr><th>site</th><th class="n">{c.unit}s</th><th class="n">{_e(c.a.name)}</th>'
             f'<th class="n">{_e(c.b.name)}</th><th class="n">difference</th><th class="n">{CONFIDENCE:.0%} CI</th>'
             f'<th class="n">flipped</th></tr></thead><tbody>{site_rows}</tbody></table>'
         )
@@ -619,9 +632,10 @@ def render_html(
                     "why": "; ".join(t.why),
                 }
             )
+    units = {c.unit for c in comparisons}
     columns: list[dict[str, Any]] = [
         {"key": "pair", "label": "comparison", "filter": len(comparisons) > 1},
-        {"key": "task", "label": "task"},
+        {"key": "task", "label": "session" if units == {"session"} else "task"},
         {"key": "site", "label": "site", "filter": True},
         {"key": "template", "label": "template"},
         {"key": "a", "label": "A episode", "type": "link"},
@@ -631,9 +645,10 @@ def render_html(
         {"key": "score_b", "label": "B score", "type": "num"},
         {"key": "verdict_b", "label": "B", "type": "outcome", "filter": True},
         {"key": "change", "label": "change", "filter": True},
-        {"key": "why", "label": "why"},
+        {"key": "why", "label": "why", "type": "long"},
     ]
-    body.append(table_section("Tasks (flipped first)", columns, rows))
+    title = "Sessions" if units == {"session"} else "Tasks"
+    body.append(table_section(f"{title} (flipped first)", columns, rows))
     return page("Run comparison", "".join(body))
 
 

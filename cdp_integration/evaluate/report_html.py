@@ -57,7 +57,7 @@ const data=JSON.parse(document.getElementById('rows').textContent);
 const cols=data.columns, rows=data.rows, body=document.getElementById('tbody');
 const head=document.getElementById('thead'), count=document.getElementById('count');
 const filters={}; let sortKey=data.sort||null, sortDir=1, text='', shown=[], drawn=0;
-const PAGE=200, pager=document.getElementById('pager');
+const PAGE=200, LONG=140, pager=document.getElementById('pager');
 pager.querySelector('.more').addEventListener('click',()=>more(PAGE));
 pager.querySelector('.all').addEventListener('click',()=>more(shown.length));
 function esc(v){return String(v).replace(/[&<>"']/g,c=>({'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;',"'":'&#39;'}[c]));}
@@ -66,6 +66,7 @@ function cell(c,r){const v=r[c.key];
  if(v==null)return '<td class="n muted">-</td>';
  if(c.type==='num')return '<td class="n">'+(typeof v==='number'?v.toFixed(3):esc(v))+'</td>';
  if(c.type==='outcome')return '<td class="'+esc(v)+'">'+esc(v)+'</td>';
+ if(c.type==='long'){const t=String(v);return '<td title="'+esc(t)+'">'+esc(t.length>LONG?t.slice(0,LONG-1)+'\u2026':t)+'</td>';}
  return '<td>'+esc(v)+'</td>';}
 function render(){
  const keep=rows.filter(r=>cols.every(c=>!filters[c.key]||String(r[c.key])===filters[c.key])
@@ -271,7 +272,7 @@ EPISODE_COLUMNS: tuple[dict[str, Any], ...] = (
     {"key": "outcome", "label": "outcome", "type": "outcome", "filter": True},
     {"key": "class", "label": "class", "filter": True},
     {"key": "provenance", "label": "provenance", "filter": True},
-    {"key": "why", "label": "why"},
+    {"key": "why", "label": "why", "type": "long"},
 )
 
 
