@@ -16,9 +16,10 @@ from click.testing import CliRunner
 
 from cdp_integration.cli import cli
 from cdp_integration.evaluate import batch
+from cdp_integration.evaluate.command import write_viewers
 from cdp_integration.evaluate.compare import compare_runs, format_markdown, to_json, write_comparison
 from cdp_integration.evaluate.report import build_report, describe_trials, write_report
-from cdp_integration.evaluate.report_html import render_run_html
+from cdp_integration.evaluate.report_html import render_run_html, viewer_links
 from cdp_integration.evaluate.runs import (
     mcnemar_exact,
     pass_at_k,
@@ -306,3 +307,18 @@ def test_compare_writes_md_json_html(tmp_path: Path) -> None:
         tmp_path / "d", [compare_runs(read_run(tmp_path / "a"), read_run(tmp_path / "b"))]
     )
     assert all(path.is_file() for path in again)
+
+
+def test_viewer_links_stay_inside_the_runs_viewers_directory(tmp_path: Path) -> None:
+    """A crafted ``session_path`` never links (or writes) outside ``OUTPUT_DIR/viewers``."""
+    run_dir = write_run(tmp_path / "run", [line("a", 1, 1.0), line("../../outside", 2, 0.0)])
+    (run_dir / "viewers").mkdir()
+    (run_dir / "viewers" / "a.html").write_text("<title>a</title>")
+    (tmp_path / "outside.html").write_text("<title>not the run's</title>")
+    run = read_run(run_dir)
+    assert viewer_links(run) == {"a.session.jsonl.gz": "viewers/a.html"}
+    assert viewer_links(run, relative_to=tmp_path) == {"a.session.jsonl.gz": "run/viewers/a.html"}
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    assert write_viewers(sessions, run_dir, run) == []  # neither session is inside SESSIONS_DIR to view
+    assert sorted(p.name for p in (run_dir / "viewers").iterdir()) == ["a.html"]
