@@ -49,6 +49,11 @@ BENCHMARKS = (
         "capture of a page with megabytes of inline data",
     ),
     Benchmark(
+        "run_report_html",
+        ("benchmarks/run_report_html.py",),
+        "report.html of a synthetic 812 tasks x 3 trials run: size, render time",
+    ),
+    Benchmark(
         "offline_vs_live",
         ("benchmarks/offline_vs_live.py", "--keep", ".cache/bench-sessions"),
         "the official evaluator live vs offline on the program_html demo tasks",

@@ -32,6 +32,11 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
         "eval_command",
         "Score a directory of sessions offline; write output.jsonl and a report.",
     ),
+    "compare": (
+        "cdp_integration.evaluate.command",
+        "compare_command",
+        "Compare runs task by task: scores side by side, flipped tasks first, paired CI, McNemar.",
+    ),
     "import": (
         "cdp_integration.imports.command",
         "import_command",

@@ -409,7 +409,7 @@ def _score_one(
             duration_ms=(time.perf_counter() - started) * 1000,
             trace=trace,
         )
-        record["test_result"]["provenance"] = _imported_provenance(Path(job.path))
+        _add_header_facts(record, Path(job.path))
         return _Outcome(orjson.dumps(record) + b"\n", error_type)
 
 
@@ -441,16 +441,30 @@ def _result_record(
     }
 
 
-def _imported_provenance(path: Path) -> str | None:
-    """``imported:<format>`` from the header of a session that failed to score (an imported one's
-    miss still says where it came from), else None; a header that cannot be read is None too."""
+def _add_header_facts(record: dict[str, Any], path: Path) -> None:
+    """What the header of a session that failed to score still tells: ``imported:<format>``
+    provenance (an imported one's miss still says where it came from) and its task id, template and
+    sites, so the failure counts as a trial of its task. A header that cannot be read adds nothing."""
     from cdp_integration.imports.common import imported_provenance
     from cdp_integration.session.store import read_header
 
     try:
-        return imported_provenance(read_header(path).options)
+        header = read_header(path)
+        record["test_result"]["provenance"] = imported_provenance(header.options)
     except (CDPIntegrationError, OSError, ValueError, RecursionError, MemoryError):
-        return None
+        return
+    task = header.task if isinstance(header.task, dict) else {}
+    found = task.get("config")
+    config: dict[str, Any] = found if isinstance(found, dict) else {}
+    task_id = task.get("task_id", config.get("task_id"))
+    if isinstance(task_id, int) and not isinstance(task_id, bool):
+        record["instance"]["task_id"] = task_id
+    template = config.get("intent_template_id")
+    if isinstance(template, int | str) and not isinstance(template, bool):
+        record["instance"]["intent_template_id"] = template
+    sites = config.get("sites")
+    if isinstance(sites, list) and all(isinstance(site, str) for site in sites):
+        record["instance"]["sites"] = list(sites)
 
 
 def _error_record(

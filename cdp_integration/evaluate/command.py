@@ -14,7 +14,7 @@ import click
 
 from cdp_integration.cli import site_url_option, site_urls_in_environment
 from cdp_integration.deployment import known_site_urls, parse_site_urls
-from cdp_integration.errors import CDPIntegrationError, escape_controls, one_line_error
+from cdp_integration.errors import CDPIntegrationError, EvaluationError, escape_controls, one_line_error
 from cdp_integration.evaluate.batch import (
     DEFAULT_SCORER,
     SCORERS,
@@ -23,9 +23,11 @@ from cdp_integration.evaluate.batch import (
     load_configs,
     score_directory,
 )
-from cdp_integration.evaluate.report import REPORT_JSON, REPORT_MD, format_summary, write_report
+from cdp_integration.evaluate.report import REPORT_JSON, REPORT_MD, format_summary, plural, write_report
+from cdp_integration.evaluate.report_html import viewer_links, write_run_html
+from cdp_integration.evaluate.runs import Run, read_run, unscored_groups
 
-__all__ = ["eval_command", "register_eval_command"]
+__all__ = ["compare_command", "eval_command", "register_eval_command", "write_viewers"]
 
 DEFAULT_OUTPUT_SUBDIR = "eval_output"
 
@@ -95,6 +97,16 @@ def _progress_bar(total: int) -> AbstractContextManager[Progress]:
     help="With --import: a JSON object task id -> final answer, for formats that do not hold it.",
 )
 @site_url_option
+@click.option(
+    "--viewers",
+    is_flag=True,
+    help="Also write each session's HTML viewer into OUTPUT_DIR/viewers; report.html links every row to it.",
+)
+@click.option(
+    "--allow-unscored",
+    is_flag=True,
+    help="Exit 0 even when some sessions could not be scored (by default that exits 1).",
+)
 @click.pass_context
 def eval_command(
     ctx: click.Context,
@@ -111,6 +123,8 @@ def eval_command(
     import_format: str | None,
     answers_path: Path | None,
     site_urls: tuple[str, ...],
+    viewers: bool,
+    allow_unscored: bool,
 ) -> None:
     """Score a directory of sessions offline; write output.jsonl and a report.
 
@@ -118,6 +132,8 @@ def eval_command(
     was. SESSIONS_DIR may also be an OpenHands run_infer output directory (sessions in a subdirectory).
     A session's recorded site URLs are used first; --site-url (or WA_<SITE>, WEBARENA_BASE_URL) give
     those it lacks (imported recordings, raw configs with __SHOPPING__-style placeholders).
+    Exit status: 0 when every session was scored, 1 when some could not be (unless --allow-unscored),
+    2 for bad arguments.
     """
     try:
         urls = parse_site_urls(site_urls)
@@ -157,24 +173,71 @@ def eval_command(
             )
         incomplete = [path.relative_to(sessions_dir).as_posix() for path in summary.incomplete]
         report = write_report(output_dir, incomplete_sessions=incomplete)
+        run = read_run(output_dir)
+        viewer_failures = write_viewers(sessions_dir, output_dir, run) if viewers else []
+        html_path = write_run_html(output_dir, run, report, links=viewer_links(run))
     except (CDPIntegrationError, OSError, RecursionError, MemoryError, ValueError) as exc:
         if ctx.parent is not None:
             raise  # inside cdp-session: its group prints it the same way
         click.echo(f"{ctx.info_name}: error: {one_line_error(exc)}", err=True)
         ctx.exit(2)
     click.echo(
-        f"scored {summary.scored} sessions ({summary.failed} could not be scored) in {summary.elapsed_s:.1f} s, "
-        f"{summary.sessions_per_s:.1f} sessions/s with {summary.workers} worker(s); "
+        f"scored {plural(summary.scored, 'session')} in {summary.elapsed_s:.1f} s, "
+        f"{summary.sessions_per_s:.1f} sessions/s with {plural(summary.workers, 'worker')}; "
         f"{summary.skipped} already scored, skipped"
     )
     if summary.skipped_partial:
-        click.echo(f"{summary.skipped_partial} sessions without an end record skipped (--complete-only)")
+        click.echo(
+            f"{plural(summary.skipped_partial, 'session')} without an end record skipped (--complete-only)"
+        )
     if incomplete:
-        click.echo(f"{len(incomplete)} incomplete sessions (*.partial) not scored, e.g. {incomplete[0]}")
+        click.echo(
+            f"{plural(len(incomplete), 'incomplete session')} (*.partial) not scored, e.g. {incomplete[0]}"
+        )
     click.echo("")
     click.echo(escape_controls(format_summary(report)))  # ids and errors come from the sessions
     click.echo("")
-    click.echo(f"wrote {summary.output_path}, {output_dir / REPORT_JSON}, {output_dir / REPORT_MD}")
+    for failure in viewer_failures:
+        click.echo(escape_controls(f"no viewer for {failure}"), err=True)
+    click.echo(
+        f"wrote {summary.output_path}, {output_dir / REPORT_JSON}, {output_dir / REPORT_MD}, {html_path}"
+    )
+    groups = unscored_groups(run.episodes)
+    if groups:
+        unscored = sum(len(group.instances) for group in groups)
+        click.echo(
+            f"{plural(unscored, 'session')} of {len(run.episodes)} could not be scored"
+            + (" (allowed by --allow-unscored):" if allow_unscored else ":"),
+            err=True,
+        )
+        for group in groups:
+            click.echo(escape_controls(f"  {group.line()}"), err=True)
+        if not allow_unscored:
+            ctx.exit(1)
+
+
+def write_viewers(sessions_dir: Path, output_dir: Path, run: Run) -> list[str]:
+    """Write the viewer of each session of ``run`` that has none yet into ``output_dir/viewers``;
+    the sessions whose viewer could not be written, with why (a session too broken to load)."""
+    from cdp_integration.debug.viewer import write_viewer
+    from cdp_integration.evaluate.report_html import VIEWERS_DIR, viewer_relpath
+    from cdp_integration.session.store import load_session
+
+    root = sessions_dir.resolve()
+    viewers = (output_dir / VIEWERS_DIR).resolve()
+    failures = []
+    for episode in run.episodes:
+        if episode.session_path is None:
+            continue
+        source = (root / episode.session_path).resolve()
+        target = (output_dir / viewer_relpath(episode.session_path)).resolve()
+        if not source.is_relative_to(root) or not target.is_relative_to(viewers) or target.exists():
+            continue
+        try:
+            write_viewer(load_session(source), target)
+        except (CDPIntegrationError, OSError, RecursionError, MemoryError, ValueError) as exc:
+            failures.append(f"{episode.session_path}: {one_line_error(exc)}")
+    return failures
 
 
 def register_eval_command(group: click.Group) -> None:
@@ -252,3 +315,152 @@ def export_dataset_command(
 
 def _plural(count: int, word: str) -> str:
     return word if count == 1 else f"{word}s"
+
+
+_FLIPS_PRINTED = 50
+SESSION_CONFIGS = "session"
+"""``--configs session``: the config each session carries (the default of ``eval``)."""
+
+
+@click.command("compare")
+@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "-o",
+    "--output-dir",
+    type=click.Path(path_type=Path),
+    default=Path("compare_output"),
+    show_default=True,
+    help="Where compare.md, compare.json and compare.html go (and the scored runs of session folders).",
+)
+@click.option(
+    "--scorer",
+    "scorers",
+    multiple=True,
+    type=click.Choice(SCORERS),
+    help="Scorer for RUNs that are session folders. Given twice with one folder: score it with each and "
+    "compare (an evaluator-version comparison).",
+)
+@click.option(
+    "--configs",
+    "configs_paths",
+    multiple=True,
+    help="Task configs for RUNs that are session folders (a file or directory, as for eval; "
+    f"'{SESSION_CONFIGS}': the config each session carries). Given twice or more with one folder: "
+    "score it with each config set and compare.",
+)
+@click.option(
+    "--trust-configs", is_flag=True, help="As for eval: let the --configs files' func: expressions run."
+)
+@click.option(
+    "--workers", type=int, default=1, show_default=True, help="Scoring processes for session folders."
+)
+@click.option(
+    "--viewers", is_flag=True, help="Write the viewers of scored session folders; compare.html links to them."
+)
+@click.option(
+    "--pair-by",
+    type=click.Choice(("task", "session")),
+    default=None,
+    help="Pair tasks (their trials averaged) or each session with itself [default: session when one "
+    "folder is scored several ways, else task].",
+)
+def compare_command(
+    runs: tuple[Path, ...],
+    output_dir: Path,
+    scorers: tuple[str, ...],
+    configs_paths: tuple[str, ...],
+    trust_configs: bool,
+    workers: int,
+    viewers: bool,
+    pair_by: str | None,
+) -> None:
+    """Compare runs task by task: scores side by side, flipped tasks first, paired CI, McNemar.
+
+    A RUN is an eval output (its output.jsonl or the directory holding it) or a folder of sessions,
+    scored first. The first RUN is the baseline. One session folder with two --scorer or two or more
+    --configs values compares evaluator versions: every verdict that changes, and why.
+    """
+    from cdp_integration.evaluate.compare import compare_runs, headline, score_folder, write_comparison
+    from cdp_integration.evaluate.runs import find_output
+
+    if len(scorers) > 1 and len(configs_paths) > 1:
+        raise click.UsageError("vary either --scorer or --configs, not both")
+    variants = max(len(scorers), len(configs_paths))
+    if variants > 1 and len(runs) != 1:
+        raise click.UsageError(
+            "several --scorer or --configs values compare one session folder: give one RUN"
+        )
+    if variants <= 1 and len(runs) < 2:
+        raise click.UsageError(
+            "give two or more RUNs, or one session folder with two --scorer or --configs values"
+        )
+    loaded: list[Run] = []
+    names = _labels(runs, scorers, configs_paths) if variants > 1 else _labels(runs, (), ())
+    for index, name in enumerate(names):
+        path = runs[0] if variants > 1 else runs[index]
+        output = find_output(path)
+        if output is not None and variants <= 1:
+            loaded.append(read_run(output, name=name))
+            continue
+        if not path.is_dir():
+            raise EvaluationError(f"{path}: neither an eval output nor a folder of sessions")
+        scorer = scorers[index] if len(scorers) > 1 else (scorers[0] if scorers else None)
+        configs_text = (
+            configs_paths[index] if len(configs_paths) > 1 else (configs_paths[0] if configs_paths else None)
+        )
+        configs = None if configs_text in (None, SESSION_CONFIGS) else load_configs(Path(configs_text))
+        run_dir = output_dir / "runs" / name
+        click.echo(f"scoring {path} as {name} into {run_dir}", err=True)
+        run = score_folder(
+            path,
+            run_dir,
+            name=name,
+            scorer=scorer,
+            configs=configs,
+            trust_configs=trust_configs,
+            workers=workers,
+        )
+        if viewers:
+            for failure in write_viewers(path, run_dir, run):
+                click.echo(escape_controls(f"no viewer for {failure}"), err=True)
+        write_run_html(run_dir, run, write_report(run_dir), links=viewer_links(run))
+        loaded.append(run)
+    by = pair_by or ("session" if variants > 1 else "task")
+    comparisons = [compare_runs(loaded[0], other, by=by) for other in loaded[1:]]
+    links = [
+        (viewer_links(c.a, relative_to=output_dir), viewer_links(c.b, relative_to=output_dir))
+        for c in comparisons
+    ]
+    md, js, page_path = write_comparison(output_dir, comparisons, links)
+    for comparison in comparisons:
+        click.echo(escape_controls(headline(comparison)))
+        for change in comparison.flipped[:_FLIPS_PRINTED]:
+            why = "; ".join(change.why)
+            click.echo(escape_controls(f"  {change.task}: {change.verdict_a} -> {change.verdict_b} ({why})"))
+        if len(comparison.flipped) > _FLIPS_PRINTED:
+            click.echo(f"  ... and {len(comparison.flipped) - _FLIPS_PRINTED} more in {md}")
+    click.echo(f"wrote {md}, {js}, {page_path}")
+
+
+def _labels(runs: tuple[Path, ...], scorers: tuple[str, ...], configs: tuple[str, ...]) -> list[str]:
+    """A short distinct name per run (its folder name; the scorer or config set for variants)."""
+    if len(scorers) > 1:
+        names = list(scorers)
+    elif len(configs) > 1:
+        names = [Path(text).name.removesuffix(".json") or text for text in configs]
+    else:
+        names = []
+        for path in runs:
+            resolved = path.resolve()
+            if resolved.name == "output.jsonl":
+                resolved = resolved.parent
+            if resolved.name == DEFAULT_OUTPUT_SUBDIR:
+                resolved = resolved.parent
+            names.append(resolved.name or "run")
+    seen: dict[str, int] = {}
+    unique = []
+    for name in names:
+        safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in name).lstrip(".") or "run"
+        seen[safe] = seen.get(safe, 0) + 1
+        unique.append(safe if seen[safe] == 1 else f"{safe}-{seen[safe]}")
+    return unique

@@ -43,8 +43,10 @@ __all__ = [
     "Report",
     "bootstrap_ci",
     "build_report",
+    "describe_trials",
     "format_markdown",
     "format_summary",
+    "plural",
     "write_report",
 ]
 
@@ -61,6 +63,7 @@ _EQUAL_TOLERANCE = 1e-9
 class GroupMean:
     sessions: int
     mean: float | None
+    """Mean over the group's tasks of each task's mean over its trials."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,8 @@ class Metric:
     """Over every session in the file: what a success rate with failures-to-score as 0 would say."""
     macro: MacroAverage
     per_site: dict[str, GroupMean]
+    tasks: int = 0
+    """Tasks with a value; ``mean`` and ``per_site`` average these tasks' means over their trials."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +127,8 @@ class Report:
     """Failed checks of scored sessions by ``check_title`` (``program_html[0] exact_match``), most common first."""
     attribution: dict[str, int] = field(default_factory=dict)
     """Sessions by failure class (``test_result.attribution``), most common first."""
+    trials: dict[int, int] = field(default_factory=dict)
+    """Sessions per task -> how many tasks have that many (sessions of one task id are its trials)."""
     bootstrap: dict[str, Any] = field(
         default_factory=lambda: {
             "resamples": BOOTSTRAP_RESAMPLES,
@@ -130,8 +137,20 @@ class Report:
         }
     )
 
+    @property
+    def tasks(self) -> int:
+        return sum(self.trials.values())
+
+    @property
+    def mixed_trials(self) -> bool:
+        """Tasks were not run the same number of times: a task-first mean still weighs them equally."""
+        return len(self.trials) > 1
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data["trials"] = {str(n): count for n, count in self.trials.items()}
+        data["tasks"] = self.tasks
+        data["mixed_trials"] = self.mixed_trials
         data["live_vs_offline"]["rate"] = self.live_vs_offline.rate
         data["live_max_vs_offline_max"]["rate"] = self.live_max_vs_offline_max.rate
         return data
@@ -154,6 +173,28 @@ def bootstrap_ci(
     return _quantile(means, tail), _quantile(means, 1 - tail)
 
 
+def plural(count: int, noun: str, plural_form: str | None = None) -> str:
+    """``1 session``, ``2 sessions``: the count with its noun agreeing."""
+    return f"{count} {noun if count == 1 else (plural_form or noun + 's')}"
+
+
+def describe_trials(trials: dict[int, int]) -> str:
+    """``14 sessions: 7 tasks, 2 trials each``, or each count when tasks have different numbers of
+    trials (sessions of one task id are its trials)."""
+    tasks = sum(trials.values())
+    sessions = sum(n * count for n, count in trials.items())
+    if not trials:
+        return "no sessions"
+    if len(trials) == 1:
+        (n,) = trials
+        each = "1 trial each" if n == 1 else f"{n} trials each"
+        return f"{plural(sessions, 'session')}: {plural(tasks, 'task')}, {each}"
+    parts = ", ".join(
+        f"{plural(count, 'task')} with {plural(n, 'trial')}" for n, count in sorted(trials.items())
+    )
+    return f"{plural(sessions, 'session')}: {plural(tasks, 'task')} with mixed trial counts ({parts})"
+
+
 def _quantile(ordered: Sequence[float], q: float) -> float:
     position = q * (len(ordered) - 1)
     low = math.floor(position)
@@ -162,29 +203,41 @@ def _quantile(ordered: Sequence[float], q: float) -> float:
 
 
 class _MetricTotals:
-    """Running sums for one metric; template and site groups are keyed, sessions are not kept."""
+    """Running sums for one metric, per task: sessions of one task are its trials, so a task's value
+    is the mean over its trials and sites and templates average tasks, not sessions."""
 
     def __init__(self) -> None:
         self.count = 0
-        self.total = 0.0
-        self.sites: dict[str, list[float]] = {}
-        self.templates: dict[str, list[float]] = {}
+        self.tasks: dict[str, list[Any]] = {}
+        """task -> [trials with a value, their total, site, template]"""
 
-    def add(self, value: float, site: str, template: str) -> None:
+    def add(self, value: float, task: str, site: str, template: str) -> None:
         self.count += 1
-        self.total += value
-        for groups, key in ((self.sites, site), (self.templates, template)):
-            sums = groups.setdefault(key, [0, 0.0])
-            sums[0] += 1
-            sums[1] += value
+        sums = self.tasks.setdefault(task, [0, 0.0, site, template])
+        sums[0] += 1
+        sums[1] += value
 
-    def result(self, sessions: int) -> Metric:
-        template_means = [total / count for _, (count, total) in sorted(self.templates.items())]
+    def result(self, trials: dict[str, int]) -> Metric:
+        """``trials``: every session of each task, scored or not (for the unscored-as-zero mean)."""
+        means: list[float] = []
+        sites: dict[str, list[Any]] = {}
+        templates: dict[str, list[float]] = {}
+        for count, total, site, template in self.tasks.values():
+            mean = total / count
+            means.append(mean)
+            group = sites.setdefault(site, [0, []])
+            group[0] += count
+            group[1].append(mean)
+            templates.setdefault(template, []).append(mean)
+        template_means = [math.fsum(values) / len(values) for _, values in sorted(templates.items())]
         ci = bootstrap_ci(template_means)
+        with_zero = [
+            self.tasks[task][1] / count if task in self.tasks else 0.0 for task, count in trials.items()
+        ]
         return Metric(
             sessions=self.count,
-            mean=self.total / self.count if self.count else None,
-            mean_unscored_as_zero=self.total / sessions if sessions else None,
+            mean=math.fsum(means) / len(means) if means else None,
+            mean_unscored_as_zero=math.fsum(with_zero) / len(with_zero) if with_zero else None,
             macro=MacroAverage(
                 templates=len(template_means),
                 mean=math.fsum(template_means) / len(template_means) if template_means else None,
@@ -192,9 +245,10 @@ class _MetricTotals:
                 ci_high=ci[1] if ci else None,
             ),
             per_site={
-                site: GroupMean(int(count), total / count)
-                for site, (count, total) in sorted(self.sites.items())
+                site: GroupMean(count, math.fsum(values) / len(values))
+                for site, (count, values) in sorted(sites.items())
             },
+            tasks=len(means),
         )
 
 
@@ -237,6 +291,13 @@ def _iter_lines(path: Path, unreadable: list[int]) -> Iterator[dict[str, Any]]:
                 unreadable[0] += 1
 
 
+def _task_key(instance: dict[str, Any], instance_id: str) -> str:
+    task_id = instance.get("task_id")
+    if isinstance(task_id, int | str) and not isinstance(task_id, bool):
+        return str(task_id)
+    return f"instance:{instance_id}"
+
+
 def _template_key(instance: dict[str, Any], instance_id: str) -> str:
     if instance.get("intent_template_id") is not None:
         return f"template:{instance['intent_template_id']}"
@@ -258,6 +319,7 @@ def build_report(output_jsonl: str | os.PathLike[str], *, incomplete_sessions: I
     not_recorded: Counter[str] = Counter()
     failed_checks: Counter[str] = Counter()
     classes: Counter[str] = Counter()
+    trials: Counter[str] = Counter()
     for record in _iter_lines(Path(output_jsonl), unreadable):
         sessions += 1
         result = record["test_result"]
@@ -267,6 +329,8 @@ def build_report(output_jsonl: str | os.PathLike[str], *, incomplete_sessions: I
         instance_id = str(record.get("instance_id"))
         site = "+".join(sorted(instance.get("sites") or [])) or "(no site)"
         template = _template_key(instance, instance_id)
+        task = _task_key(instance, instance_id)
+        trials[task] += 1
         if result.get("partial") is True:
             partial.append(instance_id)
         if result.get("error") is not None or result.get("error_type") is not None:
@@ -275,21 +339,21 @@ def build_report(output_jsonl: str | os.PathLike[str], *, incomplete_sessions: I
         elif _is_number(result.get("score")) and result["score"] == 0:
             zero_by_eval["+".join(instance.get("eval_types") or []) or "(no eval type)"] += 1
         if _is_number(result.get("score")):
-            score.add(result["score"], site, template)
+            score.add(result["score"], task, site, template)
             kind = result.get("provenance") or "unknown"
             provenance[kind] += 1
             if kind in ("reconstructed", "mixed"):
                 not_recorded[site] += 1
         _count_why(result, failed_checks, classes)
         if _is_number(result.get("max_score")):
-            max_score.add(result["max_score"], site, template)
+            max_score.add(result["max_score"], task, site, template)
         live.add(result.get("live_reward"), result.get("score"), instance_id)
         live_max.add(result.get("live_max"), result.get("max_score"), instance_id)
     return Report(
         sessions=sessions,
         errors=errors,
-        score=score.result(sessions),
-        max_score=max_score.result(sessions),
+        score=score.result(trials),
+        max_score=max_score.result(trials),
         live_vs_offline=live.result(),
         live_max_vs_offline_max=live_max.result(),
         errors_by_type=dict(errors_by_type.most_common()),
@@ -301,6 +365,7 @@ def build_report(output_jsonl: str | os.PathLike[str], *, incomplete_sessions: I
         not_recorded_by_site=dict(not_recorded),
         failed_checks=dict(failed_checks.most_common()),
         attribution=dict(classes.most_common()),
+        trials=dict(sorted(Counter(trials.values()).items())),
     )
 
 
@@ -360,7 +425,7 @@ def format_summary(report: Report) -> str:
                 _ci(metric.macro),
             )
         )
-    lines = _table(rows)
+    lines = [f"{describe_trials(report.trials)}; a task's score is the mean over its trials", *_table(rows)]
     lines.append("")
     lines.append(f"{'site':<32} {'sessions':>8} {'score':>7} {'max_score':>9} {'reconstructed':>13}")
     for site, group in report.score.per_site.items():
@@ -430,7 +495,11 @@ def format_markdown(report: Report) -> str:
     out = [
         "# Offline evaluation report",
         "",
-        f"{report.sessions} sessions, {report.errors} could not be scored.",
+        f"{plural(report.sessions, 'session')}, {report.errors} could not be scored.",
+        "",
+        f"Trials: {describe_trials(report.trials)}. Sessions of one task id are trials of that task: a task's "
+        "score is the mean over its trials, and every mean below averages tasks."
+        + (" Tasks were run a different number of times." if report.mixed_trials else ""),
         "",
         f"| metric | sessions | mean | mean (unscored = 0) | templates | macro mean | {confidence} CI |",
         "|---|---:|---:|---:|---:|---:|---|",

@@ -369,9 +369,11 @@ def _catalog_for(task_id: int, tasks_file: Path | None) -> _Catalog:
     for catalog in (_official_catalog(), _custom_catalog(DEMO_TASKS_FILE)):
         if task_id in catalog.tasks:
             return catalog
+    demo = ", ".join(str(known) for known in sorted(_custom_catalog(DEMO_TASKS_FILE).tasks))
     raise EvaluationError(
-        f"unknown WebArena-Verified task {task_id}: not in the 812-task dataset nor in the demo tasks "
-        "(pass tasks_file=)"
+        f"task {task_id} is not a WebArena-Verified task (neither in its 812-task dataset nor in the demo's "
+        f"Verified tasks {demo}): score it with --scorer webarena, or give its definition in "
+        "WebArena-Verified's format with --configs FILE (tasks_file= in Python)"
     )
 
 
@@ -392,8 +394,8 @@ def _session_task_id(session: Session) -> int:
             raise EvaluationError(f"{session.path or 'session'}: task {key}={value!r} is not a task id")
         return int(value)
     raise EvaluationError(
-        f"{session.path or 'session'}: no WebArena-Verified task id (the task has no "
-        "verified_task_id or task_id; pass task_id=)"
+        f"{session.path or 'session'}: no WebArena-Verified task id (the session's task has no "
+        "verified_task_id or task_id; task_id= in Python names one)"
     )
 
 

@@ -133,7 +133,7 @@ def test_a_crafted_final_url_cannot_break_out_even_with_trusted_configs(
             cli,
             ["eval", str(path.parent), "-o", str(out), "--configs", str(configs), "--no-progress", *extra],
         )
-        assert result.exit_code == 0, result.stderr
+        assert result.exit_code == 1, result.stderr  # refused, so not scored
         line = orjson.loads((out / "output.jsonl").read_bytes())
         assert line["test_result"]["error_type"] == "UntrustedConfigError", line
     for extra in ([], ["--trust-configs"]):

@@ -335,11 +335,12 @@ def test_eval_command_scores_and_writes_the_report(tmp_path: Path, monkeypatch: 
     configs = tmp_path / "tasks.json"
     configs.write_bytes(orjson.dumps([{"config": {"task_id": 1, "intent": "buy", "eval": {}}}]))
     result = CliRunner().invoke(cli, ["eval", str(sessions), "--configs", str(configs), "--no-progress"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # one session could not be scored
     out = sessions / "eval_output"
-    assert {p.name for p in out.iterdir()} == {"output.jsonl", "report.json", "report.md"}
-    assert "scored 3 sessions (1 could not be scored)" in result.output
-    assert "1 incomplete sessions" in result.output
+    assert {p.name for p in out.iterdir()} == {"output.jsonl", "report.json", "report.md", "report.html"}
+    assert "scored 3 sessions in" in result.output
+    assert "1 session of 3 could not be scored:\n  1 session: SessionFormatError: " in result.stderr
+    assert "1 incomplete session (*.partial)" in result.output
     assert "live vs offline score:    1/2 equal" in result.output
     assert "SessionFormatError 1" in result.output
     lines = {line["instance_id"]: line for line in read_lines(out)}

@@ -269,7 +269,7 @@ def test_func_in_an_embedded_config_never_runs_through_eval_or_rescore(tmp_path:
     code, _, stderr = run_cli(
         "eval", str(sessions), "-o", str(tmp_path / "out"), "--no-progress", "--trust-configs"
     )
-    assert code == 0, stderr
+    assert code == 1, stderr  # refused, so not scored
     line = orjson.loads((tmp_path / "out" / "output.jsonl").read_bytes())
     assert line["test_result"]["error_type"] == "UntrustedConfigError"
     assert not marker.exists()
@@ -325,7 +325,7 @@ def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
     code, stderr, _ = run_limited(tmp_path, "info", str(fifo))
     assert_one_line_error(code, stderr, contains="not a regular file")
     code, _, stderr = run_cli("eval", str(tmp_path), "-o", str(tmp_path / "out"), "--no-progress")
-    assert code == 0, stderr
+    assert code == 1, stderr  # not scored: the run says so in its exit status
     line = orjson.loads((tmp_path / "out" / "output.jsonl").read_bytes())
     assert line["test_result"]["error_type"] == "SessionFormatError"
 
@@ -521,7 +521,7 @@ def test_a_session_without_its_end_record_is_scored_visibly_as_partial(tmp_path:
         for line in (tmp_path / "out2" / "output.jsonl").read_text().splitlines()
     ]
     assert kept == ["done.session.jsonl"]
-    assert "1 sessions without an end record skipped (--complete-only)" in stdout
+    assert "1 session without an end record skipped (--complete-only)" in stdout
 
 
 def test_rescore_says_it_scores_the_last_readable_step(tmp_path: Path) -> None:

@@ -59,14 +59,14 @@ def test_a_miss_on_an_imported_session_keeps_its_provenance(tmp_path: Path) -> N
         str(tmp_path / "configs.json"),
     ]
     result = CliRunner().invoke(cli, [*args, "-o", str(tmp_path / "webarena")])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # the session could not be scored
     (line,) = _lines(tmp_path / "webarena")
     outcome = line["test_result"]
     assert isinstance(outcome, dict)
     assert (outcome["error_type"], outcome["provenance"]) == ("ReplayMissError", "imported:browser-use")
 
     result = CliRunner().invoke(cli, [*args, "--scorer", "verified", "-o", str(tmp_path / "verified")])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output
     (line,) = _lines(tmp_path / "verified")
     outcome = line["test_result"]
     assert isinstance(outcome, dict)

@@ -330,8 +330,9 @@ def test_task_id_from_argument_then_header() -> None:
         verified_score(in_memory(KEYBOARD, answer=None, task={}))
     with pytest.raises(EvaluationError, match="is not a task id"):
         verified_score(in_memory(KEYBOARD, answer=None, task={"verified_task_id": "twenty"}))
-    with pytest.raises(EvaluationError, match="unknown WebArena-Verified task 99999"):
+    with pytest.raises(EvaluationError, match="task 99999 is not a WebArena-Verified task") as raised:
         verified_score(session, 99999)
+    assert "--scorer webarena" in str(raised.value) and "--configs FILE" in str(raised.value)
 
 
 def test_dataset_and_demo_tasks() -> None:

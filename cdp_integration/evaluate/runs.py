@@ -1,0 +1,453 @@
+"""A run as a whole: the episodes of one ``output.jsonl``, grouped into tasks and their trials.
+
+Sessions of the same task id are trials of that task. Every figure here is task-first: a task's score
+is the mean over its scored trials (its pass@1), and sites, templates and eval types average tasks,
+so a task run three times weighs as much as a task run once. Intervals are percentile bootstraps
+over tasks (groups) or intent templates (the headline macro score), with the seed of ``report.py``.
+
+The file is someone else's output: every field is checked for its type and a line that is not a
+record is counted, not trusted.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from cdp_integration.errors import EvaluationError
+from cdp_integration.evaluate.report import bootstrap_ci, describe_trials, plural
+
+__all__ = [
+    "OUTPUT_NAME",
+    "Episode",
+    "Group",
+    "Run",
+    "TaskResult",
+    "TrialSummary",
+    "UnscoredGroup",
+    "find_output",
+    "group_by",
+    "macro_by_template",
+    "mcnemar_exact",
+    "paired_bootstrap",
+    "pass_at_k",
+    "plural",
+    "read_run",
+    "trial_summary",
+    "trials_sentence",
+    "unscored_groups",
+]
+
+PASS_THRESHOLD = 1.0 - 1e-9
+"""A trial passes when its score is 1 (WebArena's scores are 0 or 1; a partial credit is a fail)."""
+OUTPUT_NAME = "output.jsonl"
+_MAX_LINE_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One line of ``output.jsonl``: one session (one trial of its task)."""
+
+    instance_id: str
+    task: str
+    """The task key: ``task_id`` when the line has one, else the instance id."""
+    template: str
+    site: str
+    eval_type: str
+    score: float | None
+    max_score: float | None
+    error: str | None
+    error_type: str | None
+    provenance: str
+    session_path: str | None
+    answer: str | None = None
+    attribution_class: str | None = None
+    attribution_reason: str | None = None
+    checks: tuple[Mapping[str, Any], ...] | None = None
+    scorer: str | None = None
+
+    @property
+    def scored(self) -> bool:
+        return self.score is not None and self.error_type is None
+
+    @property
+    def passed(self) -> bool:
+        return self.scored and self.score is not None and self.score >= PASS_THRESHOLD
+
+    @property
+    def outcome(self) -> str:
+        """``pass``, ``fail`` or ``error`` (could not be scored)."""
+        return "error" if not self.scored else "pass" if self.passed else "fail"
+
+    @property
+    def failure_class(self) -> str | None:
+        """Why a trial did not pass: the attribution class when the scorer gave one, else
+        ``error:<type>`` for an unscored trial and ``score 0: <eval types>`` for a failed one."""
+        if self.passed:
+            return None
+        if self.attribution_class:
+            return self.attribution_class
+        if not self.scored:
+            return f"error: {self.error_type or 'Error'}"
+        return f"score 0: {self.eval_type}"
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """A task's trials and what they add up to."""
+
+    task: str
+    episodes: tuple[Episode, ...]
+
+    @property
+    def first(self) -> Episode:
+        return self.episodes[0]
+
+    @property
+    def trials(self) -> int:
+        return len(self.episodes)
+
+    @property
+    def scored(self) -> tuple[Episode, ...]:
+        return tuple(e for e in self.episodes if e.scored)
+
+    @property
+    def passes(self) -> int:
+        return sum(e.passed for e in self.episodes)
+
+    @property
+    def score(self) -> float | None:
+        """pass@1 of the task: the mean score over its scored trials (None: none scored)."""
+        values = [e.score for e in self.scored if e.score is not None]
+        return math.fsum(values) / len(values) if values else None
+
+    @property
+    def spread(self) -> float | None:
+        """Max minus min score over the scored trials: 0 when the trials agree."""
+        values = [e.score for e in self.scored if e.score is not None]
+        return max(values) - min(values) if len(values) > 1 else None
+
+    @property
+    def verdict(self) -> str:
+        """``pass`` (at least half the scored trials pass), ``fail``, or ``error`` (none scored)."""
+        scored = self.scored
+        if not scored:
+            return "error"
+        return "pass" if 2 * self.passes >= len(scored) else "fail"
+
+
+@dataclass
+class Run:
+    """The episodes of one evaluation output, in file order."""
+
+    name: str
+    path: Path
+    episodes: list[Episode] = field(default_factory=list)
+    unreadable_lines: int = 0
+    sessions_dir: Path | None = None
+    """The sessions scored, when known (a run that ``compare`` scored itself)."""
+    configs: Mapping[int, Mapping[str, Any]] | None = None
+    """The configs they were scored with, when given (None: the config each session carries)."""
+
+    def tasks(self) -> dict[str, TaskResult]:
+        grouped: dict[str, list[Episode]] = defaultdict(list)
+        for episode in self.episodes:
+            grouped[episode.task].append(episode)
+        return {
+            task: TaskResult(task, tuple(sorted(episodes, key=lambda e: e.instance_id)))
+            for task, episodes in sorted(grouped.items(), key=lambda item: _natural(item[0]))
+        }
+
+    @property
+    def output_dir(self) -> Path:
+        return self.path.parent
+
+
+def _natural(text: str) -> tuple[int, int | str]:
+    return (0, int(text)) if text.isdigit() else (1, text)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        return None
+    return float(value)
+
+
+def _episode(record: Mapping[str, Any], scorer_default: str | None) -> Episode:
+    result = record["test_result"]
+    instance = record.get("instance")
+    instance = instance if isinstance(instance, dict) else {}
+    metadata = record.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    instance_id = str(record.get("instance_id"))
+    task_id = instance.get("task_id")
+    task = str(task_id) if isinstance(task_id, int | str) and not isinstance(task_id, bool) else instance_id
+    template_id = instance.get("intent_template_id")
+    template = (
+        str(template_id)
+        if isinstance(template_id, int | str) and not isinstance(template_id, bool)
+        else f"task {task}"
+    )
+    sites = [s for s in instance.get("sites") or [] if isinstance(s, str)]
+    eval_types = [t for t in instance.get("eval_types") or [] if isinstance(t, str)]
+    attribution = result.get("attribution")
+    attribution = attribution if isinstance(attribution, dict) else {}
+    checks = result.get("checks")
+    error_type = _text(result.get("error_type"))
+    error = _text(result.get("error"))
+    if error is not None and error_type is None:
+        error_type = "Error"
+    return Episode(
+        instance_id=instance_id,
+        task=task,
+        template=template,
+        site="+".join(sorted(sites)) or "(no site)",
+        eval_type="+".join(eval_types) or "(no eval type)",
+        score=_number(result.get("score")),
+        max_score=_number(result.get("max_score")),
+        error=error,
+        error_type=error_type,
+        provenance=_text(result.get("provenance")) or "unknown",
+        session_path=_text(metadata.get("session_path")),
+        answer=_text(result.get("answer")),
+        attribution_class=_text(attribution.get("class")),
+        attribution_reason=_text(attribution.get("reason")),
+        checks=tuple(c for c in checks if isinstance(c, dict)) if isinstance(checks, list) else None,
+        scorer=_text(metadata.get("scorer")) or scorer_default,
+    )
+
+
+def find_output(path: str | os.PathLike[str]) -> Path | None:
+    """The ``output.jsonl`` a path names: the file itself, or one in the directory or its
+    ``eval_output`` subdirectory; None when there is none (then it may be a sessions folder)."""
+    path = Path(path)
+    if path.is_file():
+        return path
+    for candidate in (path / OUTPUT_NAME, path / "eval_output" / OUTPUT_NAME):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def read_run(path: str | os.PathLike[str], *, name: str | None = None) -> Run:
+    """Read an evaluation output (``output.jsonl`` or a directory holding one) into a ``Run``."""
+    output = find_output(path)
+    if output is None:
+        raise EvaluationError(f"{path}: no {OUTPUT_NAME} here (an eval output directory or file)")
+    run = Run(name=name or _run_name(Path(path)), path=output)
+    try:
+        with open(output, "rb") as file:
+            for line in file:
+                if not line.strip():
+                    continue
+                if len(line) > _MAX_LINE_BYTES:
+                    run.unreadable_lines += 1
+                    continue
+                try:
+                    record = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    run.unreadable_lines += 1
+                    continue
+                if isinstance(record, dict) and isinstance(record.get("test_result"), dict):
+                    run.episodes.append(_episode(record, None))
+                else:
+                    run.unreadable_lines += 1
+    except OSError as exc:
+        raise EvaluationError(f"{output}: cannot read ({exc.strerror or exc})") from None
+    return run
+
+
+def _run_name(path: Path) -> str:
+    path = path.resolve()
+    if path.name == OUTPUT_NAME:
+        path = path.parent
+    if path.name == "eval_output":
+        path = path.parent
+    return path.name or str(path)
+
+
+# -- statistics -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Group:
+    """Tasks sharing a site, template or eval type: their mean task score and its interval."""
+
+    key: str
+    tasks: int
+    sessions: int
+    mean: float | None
+    ci_low: float | None
+    ci_high: float | None
+    passed: int
+    """Sessions (trials) that passed."""
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return math.fsum(values) / len(values) if values else None
+
+
+def group_by(tasks: Iterable[TaskResult], key: Callable[[TaskResult], str]) -> list[Group]:
+    """One ``Group`` per key value, ordered by key; the interval resamples the group's tasks."""
+    grouped: dict[str, list[TaskResult]] = defaultdict(list)
+    for task in tasks:
+        grouped[key(task)].append(task)
+    groups = []
+    for name, members in sorted(grouped.items(), key=lambda item: _natural(item[0])):
+        values = [s for t in members if (s := t.score) is not None]
+        ci = bootstrap_ci(values)
+        groups.append(
+            Group(
+                key=name,
+                tasks=len(members),
+                sessions=sum(t.trials for t in members),
+                mean=_mean(values),
+                ci_low=ci[0] if ci else None,
+                ci_high=ci[1] if ci else None,
+                passed=sum(t.passes for t in members),
+            )
+        )
+    return groups
+
+
+def macro_by_template(
+    task_values: Mapping[str, tuple[str, float]],
+) -> tuple[float | None, tuple[float, float] | None, int]:
+    """(macro mean, bootstrap CI over templates, number of templates) of ``task -> (template, value)``."""
+    templates: dict[str, list[float]] = defaultdict(list)
+    for template, value in task_values.values():
+        templates[template].append(value)
+    means = [math.fsum(v) / len(v) for _, v in sorted(templates.items())]
+    return _mean(means), bootstrap_ci(means), len(means)
+
+
+def paired_bootstrap(
+    differences: Mapping[str, tuple[str, float]],
+) -> tuple[float | None, tuple[float, float] | None]:
+    """Macro mean of per-task differences (B - A) and its percentile bootstrap CI.
+
+    Templates are resampled with their tasks' paired differences, so both runs are resampled
+    together: the interval is that of the difference, not of two independent scores.
+    """
+    mean, ci, _ = macro_by_template(differences)
+    return mean, ci
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided exact McNemar p-value for ``b`` A-pass/B-fail and ``c`` A-fail/B-pass tasks."""
+    n = b + c
+    if n == 0:
+        return 1.0
+    tail = math.fsum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased pass@k estimate for a task with ``c`` passing trials out of ``n`` (``k <= n``)."""
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+@dataclass(frozen=True)
+class TrialSummary:
+    """How many trials the tasks have, and what several trials say."""
+
+    trial_counts: dict[int, int]
+    """Trials per task -> number of tasks with that many."""
+    k: int
+    """The smallest trial count among tasks with several trials (0 when none has)."""
+    tasks_with_trials: int
+    pass1: float | None
+    """Mean pass@1 over the tasks with several trials."""
+    pass_k: float | None
+    """Mean unbiased pass@k over those tasks."""
+    pass_all_k: float | None
+    """Mean chance that k trials all pass (pass^k): how consistent the agent is."""
+    mean_spread: float | None
+    inconsistent: int
+    """Tasks whose trials disagree (some pass, some fail)."""
+
+    @property
+    def mixed(self) -> bool:
+        return len(self.trial_counts) > 1
+
+
+def trial_summary(tasks: Iterable[TaskResult]) -> TrialSummary:
+    tasks = list(tasks)
+    counts = Counter(t.trials for t in tasks)
+    several = [t for t in tasks if len(t.scored) > 1]
+    k = min((len(t.scored) for t in several), default=0)
+    pass1 = [t.passes / len(t.scored) for t in several]
+    pass_k = [pass_at_k(len(t.scored), t.passes, k) for t in several]
+    pass_all = [math.comb(t.passes, k) / math.comb(len(t.scored), k) for t in several]
+    spreads = [s for t in several if (s := t.spread) is not None]
+    return TrialSummary(
+        trial_counts=dict(sorted(counts.items())),
+        k=k,
+        tasks_with_trials=len(several),
+        pass1=_mean(pass1),
+        pass_k=_mean(pass_k),
+        pass_all_k=_mean(pass_all),
+        mean_spread=_mean(spreads),
+        inconsistent=sum(0 < t.passes < len(t.scored) for t in several),
+    )
+
+
+def trials_sentence(summary: TrialSummary) -> str:
+    """``14 sessions: 7 tasks, 2 trials each``, or the counts when they are mixed, said plainly."""
+    return describe_trials(summary.trial_counts)
+
+
+# -- sessions that could not be scored ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UnscoredGroup:
+    """Unscored sessions that failed the same way: one line of the ``eval`` summary."""
+
+    error_type: str
+    message: str
+    """The first such session's error, the shape the others share."""
+    instances: tuple[str, ...]
+
+    def line(self) -> str:
+        first = self.instances[0]
+        more = len(self.instances) - 1
+        which = first if not more else f"{first} and {plural(more, 'other')}"
+        return f"{plural(len(self.instances), 'session')}: {self.error_type}: {self.message} ({which})"
+
+
+_VARIABLE = re.compile(r"\d+|'[^']*'|\"[^\"]*\"|\S+\.session\.jsonl\.gz\S*")
+
+
+def unscored_groups(episodes: Iterable[Episode], *, message_chars: int = 400) -> list[UnscoredGroup]:
+    """Unscored sessions grouped by error type and message shape (ids, numbers, paths and quoted
+    values masked), largest group first."""
+    groups: dict[tuple[str, str], list[Episode]] = {}
+    for episode in episodes:
+        if episode.scored:
+            continue
+        kind = episode.error_type or "Error"
+        message = " ".join((episode.error or kind).split())
+        groups.setdefault((kind, _VARIABLE.sub("#", message)), []).append(episode)
+    ordered = sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
+    result = []
+    for (kind, _), members in ordered:
+        message = " ".join((members[0].error or kind).split())
+        if len(message) > message_chars:
+            message = message[: message_chars - 3] + "..."
+        result.append(UnscoredGroup(kind, message, tuple(e.instance_id for e in members)))
+    return result
