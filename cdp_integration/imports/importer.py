@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from cdp_integration.errors import SessionFormatError
-from cdp_integration.imports.common import FORMATS, ImportedEpisode, write_episode
+from cdp_integration.imports.common import FORMATS, ImportedEpisode, safe_name, write_episode
+from cdp_integration.session.untrusted import clean_text
 
 __all__ = ["import_recording", "import_recordings"]
 
@@ -44,19 +45,50 @@ def import_recordings(
     answers: Mapping[str, str | None] | None = None,
     configs: Mapping[int, Mapping[str, Any]] | None = None,
     redact: bool = False,
+    output_root: Path | None = None,
 ) -> list[Path]:
     """Import every episode of ``path`` into ``output_dir``; the session files written, in order.
 
-    Two episodes of the same name (two runs of one task) get ``-2``, ``-3``... rather than one
-    overwriting the other."""
+    Two episodes of the same name (two runs of one task), or of names that clean to one file name
+    (``a b`` and ``a_b``; case-insensitively, for case-insensitive file systems), get ``-2``,
+    ``-3``... rather than one overwriting the other. ``output_root``: a folder ``output_dir`` is
+    inside of by default (no symlink below it is followed)."""
     written: list[Path] = []
-    names: dict[str, int] = {}
-    for episode in import_recording(fmt, path):
-        seen = names.get(episode.name, 0)
-        names[episode.name] = seen + 1
-        if seen:
-            episode.name = f"{episode.name}-{seen + 1}"
+    names: set[str] = set()
+    for episode in _episodes(fmt, path):
+        base, number = episode.name, 1
+        while safe_name(episode.name).lower() in names:  # two names that clean to one file keep both
+            number += 1
+            episode.name = f"{base}-{number}"
+        names.add(safe_name(episode.name).lower())
         written.append(
-            write_episode(episode, fmt, Path(output_dir), answers=answers, configs=configs, redact=redact)
+            write_episode(
+                episode,
+                fmt,
+                Path(output_dir),
+                answers=answers,
+                configs=configs,
+                redact=redact,
+                output_root=output_root,
+            )
         )
     return written
+
+
+def _episodes(fmt: str, path: Path) -> Iterator[ImportedEpisode]:
+    """``import_recording``'s episodes; a field of an unexpected type (a number where the format has a
+    list, ...) in any format is a one-line ``SessionFormatError``, not a traceback."""
+    episodes = import_recording(fmt, path)
+    while True:
+        try:
+            episode = next(episodes)
+        except StopIteration:
+            return
+        except (TypeError, KeyError, IndexError, AttributeError, ValueError, OverflowError) as exc:
+            if isinstance(exc, SessionFormatError):
+                raise
+            text = clean_text(str(exc)).splitlines()[0][:160] if str(exc) else ""
+            raise SessionFormatError(
+                f"{clean_text(str(path))}: not a {fmt} recording of the expected shape ({type(exc).__name__}: {text})"
+            ) from None
+        yield episode
