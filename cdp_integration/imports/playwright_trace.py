@@ -1013,11 +1013,16 @@ def _task_id(path: Path) -> int | None:
 
 
 def import_trace(
-    path: Path, *, limits: SessionLimits | None = None, zip_limits: ZipLimits | None = None
+    path: Path,
+    *,
+    limits: SessionLimits | None = None,
+    zip_limits: ZipLimits | None = None,
+    root: Path | None = None,
 ) -> ImportedEpisode:
-    """One ``trace.zip`` as an episode (task id from a ``<task_id>.zip`` name)."""
+    """One ``trace.zip`` as an episode (task id from a ``<task_id>.zip`` name); ``root``: the folder it
+    was found in (a symlink there is refused, not followed)."""
     limits = limits or SessionLimits.from_env()
-    with ZipReader(path, zip_limits) as reader:
+    with ZipReader(path, zip_limits, root=root) as reader:
         names = list(reader.names())
         trace = _read_trace(reader, limits)
         builder = _Builder(trace)
@@ -1054,6 +1059,6 @@ def import_traces(path: Path, **kwargs: Any) -> Iterator[ImportedEpisode]:
         if not files:
             raise SessionFormatError(f"{path}: no *.zip trace in this directory")
         for file in files:
-            yield import_trace(file, **kwargs)
+            yield import_trace(file, root=path, **kwargs)
     else:
         yield import_trace(path, **kwargs)
