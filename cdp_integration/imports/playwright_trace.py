@@ -775,6 +775,26 @@ def _action_text(call: _Call) -> str:
     return f"{call.method}({', '.join(parts)})"
 
 
+@dataclass
+class _MainIndex:
+    """Main-frame snapshots in trace order, with the latest per page before ``line`` (``done`` of
+    them taken up) and by call id: what ``_Builder._latest`` reads per step in constant time."""
+
+    mains: list[_Snapshot]
+    by_call: dict[str, list[_Snapshot]] = field(default_factory=dict)
+    prefix: dict[str, _Snapshot] = field(default_factory=dict)
+    done: int = 0
+    line: int = 0
+
+    def __post_init__(self) -> None:
+        for snapshot in self.mains:
+            if snapshot.phase == "before":
+                self.by_call.setdefault(snapshot.call, []).append(snapshot)
+
+    def reset(self) -> None:
+        self.prefix, self.done, self.line = {}, 0, 0
+
+
 class _Builder:
     """Walks the trace once, building the state at each step boundary."""
 
@@ -790,6 +810,26 @@ class _Builder:
         """(page, call, phase) -> child frame id -> its snapshot taken with that page snapshot."""
         self.frame_history: dict[str, tuple[list[int], list[str]]] = {}
         """Child frame id -> the trace lines and URLs of its snapshots, in order."""
+        self._main_index = _MainIndex([s for s in trace.snapshots if s.main])
+        self._documents: dict[
+            tuple[str, str | None], tuple[list[float], list[tuple[int, dict[str, Any]]]]
+        ] = {}
+        """(page id, frame id: "" for none, None for any) -> times and (order, entry) of its document
+        loads, in the (time-sorted) network log's order."""
+        for order, entry in enumerate(trace.network):
+            page = entry.get("pageref")
+            if not _is_document(entry) or not isinstance(page, str):
+                continue
+            frame = entry.get("_frameref")
+            keys = (
+                [(page, None), (page, frame if isinstance(frame, str) else "")]
+                if frame is None or isinstance(frame, str)
+                else [(page, None)]
+            )
+            for key in keys:
+                times, loads = self._documents.setdefault(key, ([], []))
+                times.append(_number(entry.get("_monotonicTime")))
+                loads.append((order, entry))
         for snapshot in trace.snapshots:
             if not snapshot.main:
                 self.siblings.setdefault((snapshot.page, snapshot.call, snapshot.phase), {})[
@@ -813,25 +853,25 @@ class _Builder:
 
     def _latest(self, limit_line: int, extra_call: str | None) -> dict[str, _Snapshot]:
         """Each page's last main-frame snapshot before ``limit_line`` (plus the "before" snapshot of
-        ``extra_call``, the state right before the next action)."""
-        latest: dict[str, _Snapshot] = {}
-        for snapshot in self.trace.snapshots:
-            if not snapshot.main:
-                continue
-            if snapshot.line < limit_line or (snapshot.call == extra_call and snapshot.phase == "before"):
+        ``extra_call``, the state right before the next action). Indexed: the snapshots before the
+        line are taken up once over all steps (lines only grow), the call's from its own list."""
+        index = self._main_index
+        if limit_line < index.line:  # asked out of order: start over (never with growing lines)
+            index.reset()
+        mains = index.mains
+        while index.done < len(mains) and mains[index.done].line < limit_line:
+            index.prefix[mains[index.done].page] = mains[index.done]
+            index.done += 1
+        index.line = limit_line
+        latest = dict(index.prefix)
+        for snapshot in index.by_call.get(extra_call, []) if extra_call is not None else []:
+            if snapshot.line >= limit_line:  # the ones before are in the prefix already, in order
                 latest[snapshot.page] = snapshot
         return latest
 
     def _tab(self, page_id: str, snapshot: _Snapshot | None, until: float, active: bool) -> TabState:
-        documents = [
-            entry
-            for entry in self.trace.network
-            if entry.get("pageref") == page_id
-            and _is_document(entry)
-            and _number(entry.get("_monotonicTime")) <= until
-            and (snapshot is None or entry.get("_frameref") in (None, snapshot.frame))
-        ]
-        newer = [e for e in documents if snapshot is None or _number(e.get("_monotonicTime")) > snapshot.time]
+        latest_load = self._last_document(page_id, snapshot, until)
+        newer = [latest_load] if latest_load is not None else []
         if snapshot is None or newer:
             url = _text(newer[-1]["request"].get("url")) if newer else "about:blank"
             if newer:
@@ -847,6 +887,20 @@ class _Builder:
             form_state=rendered.form_state,
             frames=self._child_frames(snapshot),
         )
+
+    def _last_document(self, page_id: str, snapshot: _Snapshot | None, until: float) -> dict[str, Any] | None:
+        """The page's last document load at or before ``until`` (of ``snapshot``'s frame or of no
+        frame) newer than ``snapshot``; found by bisection in per-page, per-frame lists."""
+        keys = [(page_id, None)] if snapshot is None else [(page_id, ""), (page_id, snapshot.frame)]
+        best: tuple[float, int, dict[str, Any]] | None = None
+        for key in keys:
+            times, loads = self._documents.get(key, ([], []))
+            at = bisect.bisect_right(times, until) - 1
+            if at >= 0 and (snapshot is None or times[at] > snapshot.time):
+                order, entry = loads[at]
+                if best is None or (times[at], order) > (best[0], best[1]):
+                    best = (times[at], order, entry)
+        return best[2] if best is not None else None
 
     def _frame_url(self, snapshot: _Snapshot, frame_id: str) -> str | None:
         """The URL of child frame ``frame_id`` as of ``snapshot``: its sibling snapshot (same call and
