@@ -287,7 +287,10 @@ def schema(output: Path | None) -> None:
     if output is None:
         sys.stdout.write(text.decode())
     else:
-        output.write_bytes(text)
+        from cdp_integration.session.untrusted import open_output
+
+        with open_output(output) as out:
+            out.write(text)
 
 
 @cli.command()

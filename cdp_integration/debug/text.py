@@ -10,6 +10,7 @@ display: a filled text field as ``[value]``, a password as ``[••••]``, a
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -120,6 +121,8 @@ class ControlWalk:
         """The element counter of each root open (the document, shadow roots), with its host's path."""
         self._open: list[tuple[str, tuple[int, ...] | None, str | None]] = []
         """Open elements: tag, path (``None``: not an element of the live DOM), what it opened."""
+        self._open_tags: Counter[str] = Counter()
+        """How many elements of each tag are open (what an end tag closes, without a search)."""
         self._uncounted = 0
         self._options: tuple[frozenset[int], list[int]] | None = None
         """Inside a changed ``<select>``: its selected option indexes, and the next option's index."""
@@ -149,6 +152,7 @@ class ControlWalk:
             self._uncounted += 1
         if tag not in VOID_ELEMENTS:
             self._open.append((tag, path, opened))
+            self._open_tags[tag] += 1
         return path
 
     def start(self, tag: str, attrs: Sequence[tuple[str, str | None]]) -> StateAt:
@@ -172,15 +176,17 @@ class ControlWalk:
         """Close ``</tag>`` and every element left open inside it (a stray end tag changes nothing)."""
         if tag == "select":
             self._options = None
-        at = next((i for i in range(len(self._open) - 1, -1, -1) if self._open[i][0] == tag), None)
-        if at is None:
+        if not self._open_tags[tag]:  # counted, not searched: a stray end tag costs nothing
             return
-        for _, _, opened in self._open[at:]:
+        while self._open:
+            name, _, opened = self._open.pop()
+            self._open_tags[name] -= 1
             if opened == "root":
                 self._roots.pop()
             elif opened == "uncounted":
                 self._uncounted -= 1
-        del self._open[at:]
+            if name == tag:
+                break
 
 
 class _TextParser(HTMLParser):
@@ -189,6 +195,7 @@ class _TextParser(HTMLParser):
         self.lines: list[str] = []
         self._line: list[str] = []
         self._stack: list[_Open] = []
+        self._stack_tags: Counter[str] = Counter()
         self._pre = 0
         self._controls = ControlWalk(form_state)
         """What was typed, checked and selected (``FormControlState``), found as the parser walks."""
@@ -233,7 +240,7 @@ class _TextParser(HTMLParser):
             chosen = tag == "option" and ("selected" in attrs or not parent.collected)
             if chosen:
                 parent.collected[:] = [""]
-            self._stack.append(_Open(tag, True, chosen=chosen))
+            self._push(_Open(tag, True, chosen=chosen))
             return
         in_closed_details = parent is not None and parent.tag == "details" and "open" not in parent.attrs
         silent = self._silent() or _hidden(tag, attrs) or (in_closed_details and tag != "summary")
@@ -248,7 +255,7 @@ class _TextParser(HTMLParser):
                 self._line.append(_replaced_text(tag, attrs))
         if tag not in VOID_ELEMENTS:
             control = tag in ("select", "textarea")
-            self._stack.append(_Open(tag, silent or control, attrs, shows_value=control and not silent))
+            self._push(_Open(tag, silent or control, attrs, shows_value=control and not silent))
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.handle_starttag(tag, attrs)
@@ -258,13 +265,18 @@ class _TextParser(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         if self._controls:
             self._controls.end(tag)
-        if all(entry.tag != tag for entry in self._stack):
-            return  # a stray end tag
+        if not self._stack_tags[tag]:
+            return  # a stray end tag (counted, not searched: linear in the page)
         while self._stack:
             entry = self._stack.pop()
+            self._stack_tags[entry.tag] -= 1
             self._close(entry)
             if entry.tag == tag:
                 break
+
+    def _push(self, entry: _Open) -> None:
+        self._stack.append(entry)
+        self._stack_tags[entry.tag] += 1
 
     def _close(self, entry: _Open) -> None:
         if entry.shows_value:

@@ -28,6 +28,7 @@ from cdp_integration.errors import SessionFormatError
 from cdp_integration.session.limits import SessionLimits
 from cdp_integration.session.output import BoundedOutput
 from cdp_integration.session.store import Session
+from cdp_integration.session.untrusted import open_output
 
 __all__ = ["WabeExport", "export_wabe", "wabe_result"]
 
@@ -97,11 +98,13 @@ def export_wabe(session: Session, output: Path) -> WabeExport:
         except binascii.Error:
             raise SessionFormatError(f"step {step.index}: screenshot is not base64") from None
         path = trajectory / f"step_{step.index:03d}.png"
-        path.write_bytes(png)
+        with open_output(path, root=output) as out:
+            out.write(png)
         written.append(path)
     document = wabe_result(session, [p.relative_to(output).as_posix() for p in written])
     result = output / "result.json"
     data = orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
     budget.count(len(data))
-    result.write_bytes(data)
+    with open_output(result, root=output) as out:
+        out.write(data)
     return WabeExport(result=result, screenshots=tuple(written), steps_taken=document["steps_taken"])

@@ -48,6 +48,16 @@ import orjson
 
 from cdp_integration.errors import CDPIntegrationError, EvaluationError
 from cdp_integration.evaluate.explain import error_attribution
+from cdp_integration.errors import CDPIntegrationError, EvaluationError, SessionFormatError
+from cdp_integration.session.limits import SessionLimits
+from cdp_integration.session.untrusted import (
+    is_within,
+    iter_file_lines,
+    make_output_dir,
+    open_input,
+    open_output,
+    read_json,
+)
 
 __all__ = [
     "OUTPUT_NAME",
@@ -184,12 +194,11 @@ def load_configs(path: str | os.PathLike[str]) -> dict[int, dict[str, Any]]:
 
 
 def _read_json(path: Path) -> Any:
+    limits = SessionLimits.from_env()
     try:
-        return orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as exc:
-        raise EvaluationError(f"{path}: not valid JSON ({exc})") from None
-    except OSError as exc:
-        raise EvaluationError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        return read_json(path, limits=limits, max_bytes=limits.max_input_bytes, what="configs file")
+    except SessionFormatError as exc:
+        raise EvaluationError(str(exc)) from None
 
 
 def _config_of(entry: Any, where: str) -> dict[str, Any]:
@@ -251,7 +260,8 @@ def score_directory(
     if not sessions and not partials:
         raise EvaluationError(f"{sessions_root}: no session files (*{_SESSION_SUFFIX}) found")
     output_root = Path(output_dir)
-    output_root.mkdir(parents=True, exist_ok=True)
+    # inside the sessions folder (the default SESSIONS/eval_output), no symlink there is followed
+    make_output_dir(output_root, root=sessions_root if is_within(output_root, sessions_root) else None)
     output_path = output_root / OUTPUT_NAME
     done = _prepare_output(output_path, resume=resume)
     jobs = [
@@ -265,7 +275,7 @@ def score_directory(
     flags = {"trust_configs": trust_configs, "complete_only": complete_only, "recorded_only": recorded_only}
     options = {name: True for name, on in flags.items() if on}  # a scorer gets only the flags that are set
     with ExitStack() as stack:
-        out = stack.enter_context(open(output_path, "ab"))
+        out = stack.enter_context(open_output(output_path, append=True))
         bar: Progress = stack.enter_context(progress(len(jobs)) if progress and jobs else _NoProgress())
         outcomes: Iterator[_Outcome]
         if not jobs:
@@ -340,13 +350,11 @@ def _prepare_output(path: Path, *, resume: bool) -> set[str]:
     Refuses an ``output.jsonl`` this module did not write (e.g. OpenHands ``run_infer``'s own), so
     an evaluation never overwrites or extends it.
     """
-    if not path.exists():
-        path.write_bytes(b"")
-        return set()
     done: set[str] = set()
-    with open(path, "r+b") as file:
+    with open_output(path, read=True) as file:
         complete_bytes = 0
-        for number, line in enumerate(file, 1):
+        lines = iter_file_lines(file, max_line=SessionLimits.from_env().max_record_bytes, source=str(path))
+        for number, line in enumerate(lines, 1):
             if not line.endswith(b"\n"):
                 break
             complete_bytes += len(line)
@@ -388,6 +396,7 @@ def _score_one(
     started = time.perf_counter()
     try:
         path = Path(job.path)
+        _refuse_links(path, job.rel)
         kwargs = {**({"scorer": scorer} if scorer is not None else {}), **(options or {})}
         result = fn(path, configs, **kwargs)
         if not isinstance(result, Mapping):
@@ -411,6 +420,13 @@ def _score_one(
         )
         _add_header_facts(record, Path(job.path))
         return _Outcome(orjson.dumps(record) + b"\n", error_type)
+
+
+def _refuse_links(path: Path, rel: str) -> None:
+    """A session found in the sessions folder is read only inside it: a symlink is refused, not followed."""
+    depth = len(Path(rel).parts)
+    root = path.parents[depth - 1] if depth else path.parent
+    os.close(open_input(path, root=root, what="session file"))
 
 
 def _fallback_instance_id(job: _Job) -> str:

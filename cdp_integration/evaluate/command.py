@@ -143,6 +143,7 @@ def eval_command(
             from cdp_integration.imports.importer import import_recordings
 
             base = sessions_dir if sessions_dir.is_dir() else sessions_dir.parent
+            output_root = base if output_dir is None else output_dir  # no symlink followed below it
             output_dir = output_dir if output_dir is not None else base / DEFAULT_OUTPUT_SUBDIR
             answers = load_answers(answers_path) if answers_path is not None else None
             imported = output_dir / "imported"
@@ -154,6 +155,7 @@ def eval_command(
                 configs=configs,
                 redact=True,
                 site_urls={**known_site_urls(), **urls},
+                output_root=output_root,
             )
             sessions_dir = imported
         output_dir = output_dir if output_dir is not None else sessions_dir / DEFAULT_OUTPUT_SUBDIR

@@ -33,6 +33,9 @@ from typing import Any
 
 import orjson
 
+from cdp_integration.session.limits import SessionLimits
+from cdp_integration.session.untrusted import iter_file_lines, open_input, open_output
+
 __all__ = [
     "REPORT_JSON",
     "REPORT_MD",
@@ -276,8 +279,9 @@ def _is_number(value: Any) -> bool:
 
 
 def _iter_lines(path: Path, unreadable: list[int]) -> Iterator[dict[str, Any]]:
-    with open(path, "rb") as file:
-        for line in file:
+    limits = SessionLimits.from_env()
+    with os.fdopen(open_input(path, root=path.parent, what="output.jsonl"), "rb") as file:
+        for line in iter_file_lines(file, max_line=limits.max_record_bytes, source=str(path)):
             if not line.strip():
                 continue
             try:
@@ -386,8 +390,10 @@ def write_report(output_dir: str | os.PathLike[str], *, incomplete_sessions: Ite
     """Build the report from ``output_dir/output.jsonl``; write ``report.json`` and ``report.md`` beside it."""
     directory = Path(output_dir)
     report = build_report(directory / "output.jsonl", incomplete_sessions=incomplete_sessions)
-    (directory / REPORT_JSON).write_bytes(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2) + b"\n")
-    (directory / REPORT_MD).write_text(format_markdown(report))
+    with open_output(directory / REPORT_JSON) as out:
+        out.write(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2) + b"\n")
+    with open_output(directory / REPORT_MD) as out:
+        out.write(format_markdown(report).encode("utf-8", "replace"))
     return report
 
 

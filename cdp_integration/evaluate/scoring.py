@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import time
 import types
 from collections.abc import Mapping
@@ -139,9 +138,15 @@ def session_config(session: Session, config: Mapping[str, Any] | str | Path | No
     """The task's WebArena config: ``config`` (dict or JSON file) or the one the session recorded,
     with URL placeholders replaced by the sites the episode ran against."""
     if isinstance(config, str | Path):
+        from cdp_integration.session.limits import SessionLimits
+        from cdp_integration.session.untrusted import read_json
+
+        limits = SessionLimits.from_env()
         try:
-            config = json.loads(Path(config).read_text())
-        except (OSError, ValueError) as exc:
+            config = read_json(
+                config, limits=limits, max_bytes=limits.max_input_bytes, what="WebArena config"
+            )
+        except ValueError as exc:
             raise EvaluationError(f"cannot read WebArena config {config}: {exc}") from None
     if config is None:
         config = session.task.get("config")

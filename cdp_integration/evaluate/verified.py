@@ -334,10 +334,14 @@ def _load_custom_catalog(path_text: str, _mtime_ns: int, _size: int) -> _Catalog
     from webarena_verified.types.config import WebArenaVerifiedConfig
     from webarena_verified.types.data import TaskSubset
 
+    from cdp_integration.session.limits import SessionLimits
+    from cdp_integration.session.untrusted import read_json
+
     path = Path(path_text)
+    limits = SessionLimits.from_env()
     try:
-        raw = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
+        raw = read_json(path, limits=limits, max_bytes=limits.max_input_bytes, what="task file")
+    except ValueError as exc:
         raise EvaluationError(f"{path}: not a JSON file ({exc})") from None
     if not isinstance(raw, list) or not raw or not all(isinstance(task, dict) for task in raw):
         raise EvaluationError(f"{path}: expected a non-empty JSON list of WebArena-Verified tasks")

@@ -11,22 +11,20 @@ Unknown fields are ignored, as the HAR spec asks of readers; an unknown ``log.ve
 from __future__ import annotations
 
 import os
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-import orjson
-
 from cdp_integration.errors import SessionFormatError
-from cdp_integration.session.limits import SessionLimits, check_depth, count_values, open_regular_file
+from cdp_integration.session.limits import SessionLimits
+from cdp_integration.session.untrusted import clean_text, inflate_gzip, parse_json, read_input
 
 __all__ = ["HAR_VERSIONS", "MAX_HAR_BYTES", "HarEntry", "inflate_bounded", "load_har"]
 
-MAX_HAR_BYTES = 512 * 1024**2
-"""Size beyond which a HAR is refused: the file, and its content once decompressed."""
+MAX_HAR_BYTES = 256 * 1024**2
+"""Size beyond which a HAR is refused: the file, and its content once decompressed (with the values
+parsed from it, well under the 1 GiB memory budget)."""
 
 HAR_VERSIONS = ("1.1", "1.2")
 
@@ -71,44 +69,21 @@ class HarEntry:
 
 
 def inflate_bounded(raw: bytes, limit: int, source: str) -> bytes:
-    """Inflate gzip ``raw`` to at most ``limit`` bytes; refuse more without inflating the rest.
-
-    ``decompress(data, max_length)`` never produces more than asked, so a small bomb costs at most
-    ``limit + 1`` bytes of memory. A stream cut short is refused too: a HAR is only useful whole.
-    """
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:  # one byte over the limit tells "more than" apart from "exactly", whatever zlib still holds
-        data = inflater.decompress(raw, limit + 1)
-    except zlib.error as exc:
-        raise SessionFormatError(f"{source}: corrupt gzip data ({exc})") from None
-    if len(data) > limit:
-        raise SessionFormatError(f"{source}: decompresses to more than {limit} bytes")
-    if not inflater.eof:
-        raise SessionFormatError(f"{source}: gzip stream is truncated")
-    return data
+    """Inflate gzip ``raw`` to at most ``limit`` bytes, counted as it inflates (``untrusted``'s reader)."""
+    return inflate_gzip(raw, limit, source)
 
 
-def _read(source: str | os.PathLike[str] | bytes, max_bytes: int) -> tuple[bytes, str]:
+def _read(
+    source: str | os.PathLike[str] | bytes, max_bytes: int, root: str | os.PathLike[str] | None
+) -> tuple[bytes, str]:
     if isinstance(source, bytes | bytearray | memoryview):
         raw, name = bytes(source), "<HAR bytes>"
         if len(raw) > max_bytes:
             raise SessionFormatError(f"{name}: larger than {max_bytes} bytes")
+        if raw[:2] == _GZIP_MAGIC:
+            raw = inflate_gzip(raw, max_bytes, name)
         return raw, name
-    path = Path(source)
-    name = str(path)
-    fd = open_regular_file(path, name, "HAR file")
-    try:
-        if os.fstat(fd).st_size > max_bytes:
-            raise SessionFormatError(f"{name}: file is larger than {max_bytes} bytes")
-        with os.fdopen(os.dup(fd), "rb") as file:
-            raw = file.read(max_bytes + 1)
-        if len(raw) > max_bytes:
-            raise SessionFormatError(f"{name}: file is larger than {max_bytes} bytes")
-        return raw, name
-    except OSError as exc:
-        raise SessionFormatError(f"{name}: cannot read ({exc.strerror or exc})") from None
-    finally:
-        os.close(fd)
+    return read_input(source, max_bytes=max_bytes, root=root, what="HAR file"), clean_text(str(source))
 
 
 class _Reader:
@@ -204,30 +179,22 @@ def load_har(
     *,
     max_bytes: int = MAX_HAR_BYTES,
     limits: SessionLimits | None = None,
+    root: str | os.PathLike[str] | None = None,
 ) -> list[HarEntry]:
     """The entries of the HAR at ``source`` (a path to a regular file, or the document's bytes; plain or gzip).
 
     Raises ``SessionFormatError`` (one line, naming the place) for anything that is not a readable
     HAR 1.1/1.2 of at most ``max_bytes`` bytes, compressed and decompressed, within ``limits``
-    (JSON values and nesting; default ``SessionLimits.from_env()``).
+    (JSON values and nesting; default ``SessionLimits.from_env()``). ``root``: the folder the HAR was
+    found in (a run folder): no symlink below it is followed.
     """
     limits = limits or SessionLimits.from_env()
-    raw, name = _read(source, max_bytes)
-    if raw[:2] == _GZIP_MAGIC:
-        raw = inflate_bounded(raw, max_bytes, name)
+    raw, name = _read(source, max_bytes, root)
     if raw.startswith(_UTF8_BOM):
         raw = raw[len(_UTF8_BOM) :]
     if not raw.strip():
         raise SessionFormatError(f"{name}: empty, not a HAR document")
-    if count_values(raw) > limits.max_values:
-        raise SessionFormatError(
-            f"{name}: more than {limits.max_values} JSON values (limit CDP_SESSION_MAX_VALUES)"
-        )
-    try:
-        document = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise SessionFormatError(f"{name}: not JSON ({exc})") from None
-    check_depth(document, limits.max_depth, name)
+    document = parse_json(raw, name, limits)
     reader = _Reader(name)
     log = reader.obj(reader.obj(document, "document").get("log"), "log")
     version = log.get("version")

@@ -4,7 +4,7 @@ AgentLab saves each step as ``step_N.pkl.gz``: a pickled ``StepInfo`` whose ``ob
 observation (``dom_object``: a CDP ``DOMSnapshot.captureSnapshot``; ``axtree_object``; ``url``;
 ``open_pages_urls`` / ``open_pages_titles``; ``active_page_index``; ``chat_messages``), plus
 ``summary_info.json``. The standard pickle loader calls whatever the file names, so these files are
-read by ``SafeUnpickler``: every global a pickle names is looked up in an allow-list of AgentLab's
+read by ``untrusted.unpickle`` with ``_ALLOWED``: every global a pickle names is looked up in an allow-list of AgentLab's
 and BrowserGym's record classes (rebuilt as plain attribute bags, never imported) and numpy's array
 constructors (rebuilt as lists from the raw bytes, numpy itself never imported); any other name
 (``os.system``, ``builtins.eval``, a class of some other package) is refused by name before
@@ -20,8 +20,6 @@ than the open ones is a ``ReplayMissError``.
 from __future__ import annotations
 
 import html as html_lib
-import io
-import os
 import pickle
 import re
 import struct
@@ -30,12 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from cdp_integration.errors import SessionFormatError
-from cdp_integration.har.importer import inflate_bounded
-from cdp_integration.imports.common import ImportedEpisode, read_json_file
-from cdp_integration.session.limits import SessionLimits, check_depth, open_regular_file
+from cdp_integration.imports.common import ImportedEpisode, check_step_budget, read_json_file
+from cdp_integration.session.limits import SessionLimits, limit_hint
 from cdp_integration.session.models import Step, TabState
+from cdp_integration.session.untrusted import Budget, clean_text, read_input, unpickle
 
-__all__ = ["MAX_PICKLE_BYTES", "SafeUnpickler", "dom_snapshot_html", "import_agentlab", "load_step_pickle"]
+__all__ = ["MAX_PICKLE_BYTES", "dom_snapshot_html", "import_agentlab", "load_step_pickle"]
 
 MAX_PICKLE_BYTES = 256 * 1024**2
 """A step file, compressed and inflated."""
@@ -108,12 +106,12 @@ class _Array:
         kind = dtype.kind if isinstance(dtype, _DType) else ""
         code = _NUMBER_FORMATS.get(kind.lstrip("<>|="))
         if code is None or kind == "b1":
-            if kind in ("b1", "?") and isinstance(raw, bytes):
+            if kind in ("b1", "?") and isinstance(raw, bytes | bytearray):
                 self.values = [bool(b) for b in raw]
             elif isinstance(raw, list):
                 self.values = raw  # an object array: its items were unpickled (allow-listed) already
             return
-        if isinstance(raw, bytes) and len(raw) % struct.calcsize(code) == 0:
+        if isinstance(raw, bytes | bytearray) and len(raw) % struct.calcsize(code) == 0:
             order = dtype.order if isinstance(dtype, _DType) else "<"
             self.values = list(struct.unpack(f"{order}{len(raw) // struct.calcsize(code)}{code}", raw))
 
@@ -128,6 +126,15 @@ def _scalar(dtype: Any, raw: Any = b"") -> Any:
     array = _Array()
     array.__setstate__((1, (), dtype, False, raw))
     return array.values[0] if array.values else None
+
+
+def _bytearray(source: Any = b"", *_: Any) -> bytearray:
+    """``bytearray`` of data the pickle holds; never of a size it names (``bytearray(1.4e9)``)."""
+    if isinstance(source, bytes | bytearray):
+        return bytearray(source)
+    if isinstance(source, str):
+        return bytearray(source.encode("latin-1", "replace"))
+    raise pickle.UnpicklingError("bytearray of something other than bytes")
 
 
 def _copyreg_reconstructor(cls: Any, base: Any, state: Any) -> Any:
@@ -167,78 +174,89 @@ _ALLOWED: dict[tuple[str, str], Any] = {
     ("builtins", "object"): _Record,
     ("builtins", "set"): set,
     ("builtins", "frozenset"): frozenset,
-    ("builtins", "bytearray"): bytearray,
+    ("builtins", "bytearray"): _bytearray,
 }
 """(module, name) -> what the pickle gets instead. Nothing here runs code named by the file."""
 
 
-class SafeUnpickler(pickle.Unpickler):
-    """Builds plain data and allow-listed record classes only; refuses every other global by name."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        found = _ALLOWED.get((module, name))
-        if found is None:
-            raise SessionFormatError(
-                f"refuses to load {module[:80]}.{name[:80]} from the pickle (only AgentLab's step records, "
-                "plain data and numpy arrays are read; a pickle naming anything else could run code)"
-            )
-        return found
-
-    def persistent_load(self, pid: Any) -> Any:
-        raise SessionFormatError("refuses a pickle with persistent ids")
+def _refusal(module: str, name: str) -> str:
+    return (
+        f"refuses to load {module}.{name} from the pickle (only AgentLab's step records, "
+        "plain data and numpy arrays are read; a pickle naming anything else could run code)"
+    )
 
 
-def _plain(value: Any, depth: int = 0) -> Any:
-    """The loaded value as JSON-like data (records as dicts, arrays as lists), bounded in depth."""
-    if depth > 256:
-        raise SessionFormatError("pickle data nested deeper than 256 levels")
-    if isinstance(value, _Record):
-        return {k: _plain(v, depth + 1) for k, v in value.as_dict().items()}
-    if isinstance(value, _Array):
-        return [_plain(v, depth + 1) for v in value.values]
-    if isinstance(value, dict):
-        return {str(k): _plain(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_plain(v, depth + 1) for v in value]
-    if isinstance(value, bytes | bytearray):
-        return None
-    if isinstance(value, _DType):
-        return value.kind
-    return value
+def _plain(value: Any, budget: Budget) -> Any:
+    """The loaded value as JSON-like data (records as dicts, arrays as lists), iteratively.
+
+    Every use of a shared object is built anew, so each is counted against ``budget`` (a pickle of
+    a list holding itself twice, sixty levels down, is 2**60 uses); strings are made valid UTF-8.
+    """
+    out: list[Any] = []
+    # (value, depth, container to fill, key) ; containers are filled in place
+    root: list[Any] = [None]
+    stack: list[tuple[Any, int, Any, Any]] = [(value, 0, root, 0)]
+    while stack:
+        item, depth, into, key = stack.pop()
+        if depth > _MAX_PICKLE_DEPTH:
+            raise SessionFormatError(f"pickle data nested deeper than {_MAX_PICKLE_DEPTH} levels")
+        budget.spend(_VALUE_BYTES)
+        made: Any
+        children: list[tuple[Any, Any]] = []
+        if isinstance(item, _Record):
+            made = {}
+            children = [(str(k), v) for k, v in item.as_dict().items()]
+        elif isinstance(item, _Array):
+            made = [None] * len(item.values)
+            children = list(enumerate(item.values))
+        elif isinstance(item, dict):
+            made = {}
+            children = [(clean_text(str(k)), v) for k, v in item.items()]
+        elif isinstance(item, list | tuple | set | frozenset):
+            made = [None] * len(item)
+            children = list(enumerate(item))
+        elif isinstance(item, bytes | bytearray):
+            made = None
+        elif isinstance(item, _DType):
+            made = item.kind
+        elif isinstance(item, str):
+            budget.spend(len(item))
+            made = clean_text(item)
+        elif item is None or isinstance(item, bool | int | float):
+            made = item
+        else:
+            made = None  # a complex number, an allow-listed constructor's odd result: not data we read
+        into[key] = made
+        for child_key, child in reversed(children):
+            stack.append((child, depth + 1, made, child_key))
+    del out
+    return root[0]
 
 
-def load_step_pickle(path: Path, limits: SessionLimits | None = None) -> dict[str, Any]:
-    """One ``step_N.pkl.gz`` as plain data (``SessionFormatError`` for anything else, one line)."""
+_MAX_PICKLE_DEPTH = 200
+"""Below the 254 levels a session can be written with."""
+_VALUE_BYTES = 64
+
+
+def load_step_pickle(
+    path: Path, limits: SessionLimits | None = None, *, root: Path | None = None
+) -> dict[str, Any]:
+    """One ``step_N.pkl.gz`` as plain data (``SessionFormatError`` for anything else, one line).
+
+    Read by ``untrusted.unpickle`` (opcodes, memo and sizes checked before anything is built; only
+    the allow-listed globals of ``_ALLOWED``), then walked into plain data within the limits'
+    ``max_expanded_bytes``. ``root``: the study folder (no symlink below it is followed)."""
     limits = limits or SessionLimits.from_env()
-    fd = open_regular_file(path, str(path), "pickle file")
-    try:
-        if os.fstat(fd).st_size > MAX_PICKLE_BYTES:
-            raise SessionFormatError(f"{path}: larger than {MAX_PICKLE_BYTES} bytes")
-        with os.fdopen(os.dup(fd), "rb") as file:
-            raw = file.read(MAX_PICKLE_BYTES + 1)
-    finally:
-        os.close(fd)
-    data = inflate_bounded(raw, MAX_PICKLE_BYTES, str(path)) if raw[:2] == b"\x1f\x8b" else raw
-    try:
-        loaded = SafeUnpickler(io.BytesIO(data)).load()
-    except SessionFormatError as exc:
-        raise SessionFormatError(f"{path}: {exc}") from None
-    except (
-        pickle.UnpicklingError,
-        EOFError,
-        ValueError,
-        TypeError,
-        AttributeError,
-        IndexError,
-        KeyError,
-    ) as exc:
-        raise SessionFormatError(
-            f"{path}: not a readable AgentLab step pickle ({type(exc).__name__}: {exc})"
-        ) from None
-    plain = _plain(loaded)
+    source = clean_text(str(path))
+    data = read_input(
+        path, max_bytes=min(MAX_PICKLE_BYTES, limits.max_input_bytes), root=root, what="pickle file"
+    )
+    loaded = unpickle(data, source, limits, _ALLOWED, _refusal)
+    del data
+    budget = Budget(limits.max_expanded_bytes, source, "bytes of step data", limit_hint("max_expanded_bytes"))
+    plain = _plain(loaded, budget)
     if not isinstance(plain, dict):
-        raise SessionFormatError(f"{path}: the pickle holds no StepInfo record")
-    check_depth(plain, limits.max_depth * 2, str(path))
+        raise SessionFormatError(f"{source}: the pickle holds no StepInfo record")
     return plain
 
 
@@ -261,8 +279,14 @@ def _rare(data: Any) -> dict[int, Any]:
     return {int(i): v for i, v in zip(index, values, strict=False) if isinstance(i, int)}
 
 
-def dom_snapshot_html(snapshot: dict[str, Any], max_nodes: int = 2_000_000) -> tuple[str, str]:
-    """(HTML, title) of the first document of a ``DOMSnapshot.captureSnapshot`` result."""
+def dom_snapshot_html(
+    snapshot: dict[str, Any], max_nodes: int = 2_000_000, budget: Budget | None = None
+) -> tuple[str, str]:
+    """(HTML, title) of the first document of a ``DOMSnapshot.captureSnapshot`` result.
+
+    ``budget``: the bytes of HTML it may build, counted as they are added (text nodes may all name
+    one long string of the snapshot's table: each use is a copy in the HTML)."""
+    budget = budget or Budget(256 * 1024**2, "the observation's DOM snapshot", "bytes of HTML")
     strings = snapshot.get("strings")
     documents = snapshot.get("documents")
     if not isinstance(strings, list) or not isinstance(documents, list) or not documents:
@@ -293,23 +317,28 @@ def dom_snapshot_html(snapshot: dict[str, Any], max_nodes: int = 2_000_000) -> t
             children.setdefault(parent, []).append(i)
     parts: list[str] = []
     title: list[str] = []
+
+    def add(text: str) -> None:
+        budget.spend(len(text), "DOM snapshot")
+        parts.append(text)
+
     stack: list[tuple[int, bool]] = [(0, False)]
     while stack:
         i, closing = stack.pop()
         kind = types[i] if i < len(types) else 0
         name = text(names[i] if i < len(names) else -1)
         if closing:
-            parts.append(f"</{name.lower()}>")
+            add(f"</{name.lower()}>")
             continue
         if kind == 3:
             value = text(values[i] if i < len(values) else -1)
             parent_name = text(names[parents[i]]) if isinstance(parents[i], int) and parents[i] >= 0 else ""
-            parts.append(value if parent_name in ("STYLE", "SCRIPT") else html_lib.escape(value, quote=False))
+            add(value if parent_name in ("STYLE", "SCRIPT") else html_lib.escape(value, quote=False))
             if parent_name == "TITLE":
                 title.append(value)
             continue
         if kind == 10:
-            parts.append(f"<!DOCTYPE {re.sub(r'[^A-Za-z0-9]', '', name) or 'html'}>")
+            add(f"<!DOCTYPE {re.sub(r'[^A-Za-z0-9]', '', name) or 'html'}>")
             continue
         if kind == 1 and _NAME.match(name):
             lower = name.lower()
@@ -328,12 +357,12 @@ def dom_snapshot_html(snapshot: dict[str, Any], max_nodes: int = 2_000_000) -> t
                 for k, v in attrs.items()
                 if _NAME.match(k)
             )
-            parts.append(f"<{lower}{written}>")
+            add(f"<{lower}{written}>")
             if lower in _VOID:
                 continue
             stack.append((i, True))
             if lower == "textarea" and i in text_values:
-                parts.append(html_lib.escape(text_values[i], quote=False))
+                add(html_lib.escape(text_values[i], quote=False))
                 continue
         stack.extend((child, False) for child in reversed(children.get(i, [])))
     return "".join(parts), " ".join("".join(title).split())
@@ -369,24 +398,45 @@ def _task_id(summary: Any, folder: Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def import_agentlab_experiment(folder: Path) -> ImportedEpisode:
-    """One experiment folder (``step_N.pkl.gz`` ... and ``summary_info.json``)."""
+def import_agentlab_experiment(folder: Path, root: Path | None = None) -> ImportedEpisode:
+    """One experiment folder (``step_N.pkl.gz`` ... and ``summary_info.json``); ``root``: the folder
+    the user named (no symlink below it is followed). A field of an unexpected type is one line."""
+    try:
+        return _experiment(folder, root if root is not None else folder)
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError) as exc:
+        if isinstance(exc, SessionFormatError):
+            raise
+        raise SessionFormatError(
+            f"{clean_text(str(folder))}: not an AgentLab experiment of the expected shape "
+            f"({type(exc).__name__}: {clean_text(str(exc)).splitlines()[0][:160] if str(exc) else ''})"
+        ) from None
+
+
+def _experiment(folder: Path, root: Path) -> ImportedEpisode:
+    limits = SessionLimits.from_env()
     files = sorted(
         ((int(m.group(1)), p) for p in folder.iterdir() if (m := _STEP.match(p.name))),
         key=lambda item: item[0],
     )
     if not files:
         raise SessionFormatError(f"{folder}: no step_N.pkl.gz files (not an AgentLab experiment folder)")
+    check_step_budget(len(files) - 1, 0, limits, str(folder))
     summary = (
-        read_json_file(folder / "summary_info.json", "summary")
+        read_json_file(folder / "summary_info.json", "summary", root=root, limits=limits)
         if (folder / "summary_info.json").exists()
         else {}
+    )
+    html_budget = Budget(
+        limits.max_expanded_bytes,
+        clean_text(str(folder)),
+        "bytes of rebuilt HTML",
+        limit_hint("max_expanded_bytes"),
     )
     steps: list[Step] = []
     answer: str | None = None
     previous_action: str | None = None
     for number, path in files:
-        info = load_step_pickle(path)
+        info = load_step_pickle(path, limits, root=root)
         obs = info.get("obs")
         action = info.get("action") if isinstance(info.get("action"), str) else None
         if not isinstance(obs, dict):  # the last StepInfo of an episode may carry no observation
@@ -404,7 +454,7 @@ def import_agentlab_experiment(folder: Path) -> ImportedEpisode:
         html: str | None = None
         title = ""
         if isinstance(obs.get("dom_object"), dict):
-            html, title = dom_snapshot_html(obs["dom_object"])
+            html, title = dom_snapshot_html(obs["dom_object"], budget=html_budget)
         # BrowserGym's default preprocessor keeps only ``dom_txt`` (``flatten_dom_to_str``): typed text
         # of a textarea is not in it (only a value attribute), so it is not used as the page (a miss)
         title = title or (titles[active] if active < len(titles) else "")
@@ -457,7 +507,7 @@ def import_agentlab_experiment(folder: Path) -> ImportedEpisode:
 def import_agentlab(path: Path) -> Iterator[ImportedEpisode]:
     """``path``: one experiment folder, or a study folder of them (searched one level deep)."""
     if any(_STEP.match(p.name) for p in path.iterdir()):
-        yield import_agentlab_experiment(path)
+        yield import_agentlab_experiment(path, path)
         return
     folders = sorted(
         p for p in path.iterdir() if p.is_dir() and any(_STEP.match(q.name) for q in p.iterdir())
@@ -465,4 +515,4 @@ def import_agentlab(path: Path) -> Iterator[ImportedEpisode]:
     if not folders:
         raise SessionFormatError(f"{path}: no AgentLab experiment folder (step_N.pkl.gz files) here")
     for folder in folders:
-        yield import_agentlab_experiment(folder)
+        yield import_agentlab_experiment(folder, path)

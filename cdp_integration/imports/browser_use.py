@@ -21,9 +21,11 @@ from urllib.parse import urlsplit
 
 from cdp_integration.errors import SessionFormatError
 from cdp_integration.har.importer import load_har
-from cdp_integration.imports.common import ImportedEpisode, read_json_file
+from cdp_integration.imports.common import ImportedEpisode, check_step_budget, read_json_file
 from cdp_integration.imports.verified import _exchange
+from cdp_integration.session.limits import SessionLimits
 from cdp_integration.session.models import Step, TabState
+from cdp_integration.session.untrusted import clean_text
 
 __all__ = ["import_browser_use", "import_history"]
 
@@ -46,13 +48,35 @@ def _actions(item: dict[str, Any]) -> list[str]:
     return [name for action in actions if isinstance(action, dict) for name in action]
 
 
-def import_history(path: Path, har: Path | None = None) -> ImportedEpisode:
-    """One history file (and the HAR recorded in the same run)."""
-    document = read_json_file(path, "browser-use history")
+def import_history(path: Path, har: Path | None = None, root: Path | None = None) -> ImportedEpisode:
+    """One history file (and the HAR recorded in the same run); ``root``: the folder the user named
+    (default: the history's own folder; the HAR beside it is never a symlink followed out of it)."""
+    try:
+        return _history(path, har, root)
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError) as exc:
+        if isinstance(exc, SessionFormatError):
+            raise
+        raise SessionFormatError(
+            f"{clean_text(str(path))}: not a browser-use history of the expected shape "
+            f"({type(exc).__name__}: {clean_text(str(exc)).splitlines()[0][:160] if str(exc) else ''})"
+        ) from None
+
+
+def _history(path: Path, har: Path | None, root: Path | None) -> ImportedEpisode:
+    limits = SessionLimits.from_env()
+    document = read_json_file(path, "browser-use history", limits=limits, root=root)
     items = _obj(document).get("history")
     if not isinstance(items, list) or not items:
         raise SessionFormatError(f"{path}: not a browser-use AgentHistoryList (no history items)")
-    exchanges = [_exchange(number, entry) for number, entry in enumerate(load_har(har))] if har else []
+    check_step_budget(len(items), 0, limits, str(path))
+    exchanges = (
+        [
+            _exchange(number, entry)
+            for number, entry in enumerate(load_har(har, root=root or path.parent, limits=limits))
+        ]
+        if har
+        else []
+    )
     steps: list[Step] = []
     for index, raw in enumerate(items):
         item = _obj(raw)
@@ -128,4 +152,6 @@ def import_browser_use(path: Path) -> Iterator[ImportedEpisode]:
     for file in files:
         stem = file.name.removesuffix(HISTORY_SUFFIX).removesuffix(".history")
         har = file.with_name(stem + ".har")
-        yield import_history(file, har if har.is_file() else None)
+        yield import_history(
+            file, har if har.is_file() or har.is_symlink() else None, path if path.is_dir() else None
+        )

@@ -8,7 +8,6 @@ line made from it says where it came from.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Mapping
@@ -18,22 +17,30 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import orjson
-
 from cdp_integration.errors import SessionFormatError
-from cdp_integration.session.limits import check_depth, open_regular_file
+from cdp_integration.session.limits import SessionLimits
 from cdp_integration.session.models import Cookie, Evaluation, NetworkExchange, SessionEnd, Step
-from cdp_integration.session.store import PARTIAL_SUFFIX, SESSION_SUFFIX, Session, SessionWriter, new_header
+from cdp_integration.session.store import (
+    PARTIAL_SUFFIX,
+    SESSION_SUFFIX,
+    Session,
+    SessionWriter,
+    load_session,
+    new_header,
+)
+from cdp_integration.session.untrusted import clean_text, make_output_dir, read_json
 
 __all__ = [
     "FORMATS",
     "CookieJar",
     "ImportedEpisode",
+    "check_step_budget",
     "imported_gap",
     "imported_provenance",
     "imported_verified_gap",
     "load_answers",
     "read_json_file",
+    "safe_name",
     "write_episode",
 ]
 
@@ -138,22 +145,34 @@ class ImportedEpisode:
 MAX_JSON_BYTES = 256 * 1024**2
 
 
-def read_json_file(path: Path, what: str, *, max_bytes: int = MAX_JSON_BYTES, max_depth: int = 512) -> Any:
-    """A JSON document from a regular file, bounded in size and nesting; one-line errors."""
-    fd = open_regular_file(path, str(path), what)
-    try:
-        if os.fstat(fd).st_size > max_bytes:
-            raise SessionFormatError(f"{path}: larger than {max_bytes} bytes")
-        with os.fdopen(os.dup(fd), "rb") as file:
-            raw = file.read(max_bytes + 1)
-    finally:
-        os.close(fd)
-    try:
-        document = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise SessionFormatError(f"{path}: not JSON ({exc})") from None
-    check_depth(document, max_depth, str(path))
-    return document
+def read_json_file(
+    path: Path,
+    what: str,
+    *,
+    root: Path | None = None,
+    limits: SessionLimits | None = None,
+    max_bytes: int = MAX_JSON_BYTES,
+) -> Any:
+    """A JSON document from a regular file (``untrusted.read_json``): bounded in bytes, values and
+    nesting; ``root``: the recording's folder (no symlink below it is followed). One-line errors."""
+    limits = limits or SessionLimits.from_env()
+    return read_json(
+        path, limits=limits, max_bytes=min(max_bytes, limits.max_input_bytes), root=root, what=what
+    )
+
+
+def check_step_budget(steps: int, cookies: int, limits: SessionLimits, source: str) -> None:
+    """Refuse an episode the loader would refuse, while it is built: more steps than
+    ``max_steps`` or more cookies in one step than ``max_cookies_per_step`` (the same limits)."""
+    if steps > limits.max_steps:
+        raise SessionFormatError(
+            f"{clean_text(source)}: more than {limits.max_steps} steps (limit CDP_SESSION_MAX_STEPS)"
+        )
+    if cookies > limits.max_cookies_per_step:
+        raise SessionFormatError(
+            f"{clean_text(source)}: more than {limits.max_cookies_per_step} cookies in one step "
+            "(limit CDP_SESSION_MAX_COOKIES_PER_STEP)"
+        )
 
 
 def load_answers(path: Path) -> dict[str, str | None]:
@@ -178,6 +197,7 @@ def write_episode(
     configs: Mapping[int, Mapping[str, Any]] | None = None,
     redact: bool = False,
     site_urls: Mapping[str, str] | None = None,
+    output_root: Path | None = None,
 ) -> Path:
     """Write ``episode`` as a finished session file in ``output_dir``; return its path.
 
@@ -185,9 +205,18 @@ def write_episode(
     config by task id (the session then scores without ``--configs``). ``redact`` runs the project's
     redaction over the whole session first (post bodies of sign-in forms hold passwords). ``site_urls``
     fill in the URLs of sites the recording does not name (it knows where it ran; they do not override).
+    ``output_root``: a folder ``output_dir`` is inside of by default: no symlink below it is followed
+    (never below ``output_dir`` either: the ``.partial`` and the session are not written through one).
+    The steps and cookies are checked against the same limits the loader applies.
     """
+    episode.source = clean_text(episode.source)
+    episode.name = clean_text(episode.name)
     if not episode.steps:
         raise SessionFormatError(f"{episode.source}: no browser state to import (no steps)")
+    limits = SessionLimits.from_env()
+    check_step_budget(
+        len(episode.steps), max(len(step.cookies) for step in episode.steps), limits, episode.source
+    )
     provenance = PROVENANCE_PREFIX + fmt
     task: dict[str, Any] = dict(episode.task)
     recorded_urls = task.get("site_urls")
@@ -247,20 +276,38 @@ def write_episode(
         from cdp_integration.session.redact import redact_session
 
         session = redact_session(session)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    final = output_dir / (_safe_name(episode.name) + SESSION_SUFFIX)
-    writer = SessionWriter(final.with_name(final.name + PARTIAL_SUFFIX), session.header)
+    make_output_dir(output_dir, root=output_root)
+    final = output_dir / (safe_name(episode.name) + SESSION_SUFFIX)
+    partial = final.with_name(final.name + PARTIAL_SUFFIX)
+    writer = SessionWriter(partial, session.header)
     try:
         for step in session.steps:
             writer.write_step(step)
         assert session.end is not None
-        return writer.finish(session.end, final)
+        writer.finish(session.end, final)
+    except (TypeError, ValueError, RecursionError) as exc:  # orjson: a value it cannot write
+        writer.abort()
+        partial.unlink(missing_ok=True)
+        if isinstance(exc, SessionFormatError):
+            raise
+        raise SessionFormatError(
+            f"{episode.source}: cannot be written as a session ({clean_text(str(exc))[:200]})"
+        ) from None
     except BaseException:
         writer.abort()
+        partial.unlink(missing_ok=True)
         raise
+    del session
+    try:  # what the loader refuses is not imported: the same limits, checked on the written file
+        load_session(final, limits=limits)
+    except SessionFormatError as exc:
+        final.unlink(missing_ok=True)
+        raise SessionFormatError(f"{episode.source}: imported, the session would not load: {exc}") from None
+    return final
 
 
-def _safe_name(name: str) -> str:
+def safe_name(name: str) -> str:
+    """The output file stem of an episode name: letters, digits, ``._-`` only (never a path)."""
     cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "episode"
     return cleaned[:120]
 

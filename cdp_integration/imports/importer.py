@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from cdp_integration.errors import SessionFormatError
-from cdp_integration.imports.common import FORMATS, ImportedEpisode, write_episode
+from cdp_integration.imports.common import FORMATS, ImportedEpisode, safe_name, write_episode
+from cdp_integration.session.untrusted import clean_text
 
 __all__ = ["import_recording", "import_recordings"]
 
@@ -45,19 +46,24 @@ def import_recordings(
     configs: Mapping[int, Mapping[str, Any]] | None = None,
     redact: bool = False,
     site_urls: Mapping[str, str] | None = None,
+    output_root: Path | None = None,
 ) -> list[Path]:
     """Import every episode of ``path`` into ``output_dir``; the session files written, in order.
 
-    ``site_urls`` (``{"SHOPPING": url}``) are recorded in each session for the sites its recording
-    does not name, so raw configs' ``__SHOPPING__`` placeholders resolve when it is scored. Two episodes of the same name (two runs of one task) get ``-2``, ``-3``... rather than one
-    overwriting the other."""
+    Two episodes of the same name (two runs of one task), or of names that clean to one file name
+    (``a b`` and ``a_b``; case-insensitively, for case-insensitive file systems), get ``-2``,
+    ``-3``... rather than one overwriting the other. ``site_urls`` (``{"SHOPPING": url}``) are
+    recorded in each session for the sites its recording does not name, so raw configs'
+    ``__SHOPPING__`` placeholders resolve when it is scored. ``output_root``: a folder ``output_dir``
+    is inside of by default (no symlink below it is followed)."""
     written: list[Path] = []
-    names: dict[str, int] = {}
-    for episode in import_recording(fmt, path):
-        seen = names.get(episode.name, 0)
-        names[episode.name] = seen + 1
-        if seen:
-            episode.name = f"{episode.name}-{seen + 1}"
+    names: set[str] = set()
+    for episode in _episodes(fmt, path):
+        base, number = episode.name, 1
+        while safe_name(episode.name).lower() in names:  # two names that clean to one file keep both
+            number += 1
+            episode.name = f"{base}-{number}"
+        names.add(safe_name(episode.name).lower())
         written.append(
             write_episode(
                 episode,
@@ -67,6 +73,26 @@ def import_recordings(
                 configs=configs,
                 redact=redact,
                 site_urls=site_urls,
+                output_root=output_root,
             )
         )
     return written
+
+
+def _episodes(fmt: str, path: Path) -> Iterator[ImportedEpisode]:
+    """``import_recording``'s episodes; a field of an unexpected type (a number where the format has a
+    list, ...) in any format is a one-line ``SessionFormatError``, not a traceback."""
+    episodes = import_recording(fmt, path)
+    while True:
+        try:
+            episode = next(episodes)
+        except StopIteration:
+            return
+        except (TypeError, KeyError, IndexError, AttributeError, ValueError, OverflowError) as exc:
+            if isinstance(exc, SessionFormatError):
+                raise
+            text = clean_text(str(exc)).splitlines()[0][:160] if str(exc) else ""
+            raise SessionFormatError(
+                f"{clean_text(str(path))}: not a {fmt} recording of the expected shape ({type(exc).__name__}: {text})"
+            ) from None
+        yield episode

@@ -52,7 +52,7 @@ import orjson
 from cdp_integration.errors import SessionFormatError
 from cdp_integration.imports._zip import ZipLimits, ZipReader
 from cdp_integration.imports.common import CookieJar, ImportedEpisode
-from cdp_integration.session.limits import SessionLimits, check_depth
+from cdp_integration.session.limits import SessionLimits, count_values, limit_hint
 from cdp_integration.session.models import (
     FormControlState,
     FrameState,
@@ -63,11 +63,15 @@ from cdp_integration.session.models import (
     Step,
     TabState,
 )
+from cdp_integration.session.untrusted import Budget, iter_lines, parse_json
 
 __all__ = ["MAX_RENDERED_NODES", "import_trace", "import_traces", "render_snapshot_html"]
 
 MAX_RENDERED_NODES = 2_000_000
 """Nodes one rebuilt snapshot may expand to (references included); more is refused."""
+MAX_RENDERED_BYTES = 48 * 1024**2
+"""Bytes of HTML one rebuilt snapshot may expand to (references included, counted before it is
+built, as texts and attributes, not nodes); more is refused."""
 MAX_BODY_BYTES = 16 * 1024**2
 """Response bodies larger than this are not carried into the session."""
 DROPPED_SCRIPTS_MARKER = '<script type="application/x-playwright-dropped-scripts"></script>'
@@ -151,12 +155,13 @@ class _FrameSnapshots:
     """(snapshot index, id of a raw node) -> nodes it expands to; the raw nodes stay alive in ``raw``."""
 
     def expanded_size(self, index: int, cap: int) -> int:
-        """How many nodes snapshot ``index`` expands to (at most ``cap + 1``), in time linear in the
-        raw nodes: a subtree shared by many references is counted once, not once per use."""
+        """How many bytes of HTML snapshot ``index`` expands to (at most ``cap + 1``), in time linear
+        in the raw nodes: a subtree shared by many references is counted once, not once per use, and
+        a reference re-adding a whole text counts that text's length each time."""
         sizes = self._sizes
 
         def size_of(node: Any, at: int) -> int:
-            return 1 if type(node) is str else sizes[(at, id(node))]
+            return len(node) + 1 if type(node) is str else sizes[(at, id(node))]
 
         root = self.raw[index].get("html")
         stack: list[tuple[Any, int, bool]] = [(root, index, False)]
@@ -173,7 +178,8 @@ class _FrameSnapshots:
                     stack += [(node, at, True), (target, target_at, False)]
             elif type(node) is list and node and type(node[0]) is str:
                 if done:
-                    sizes[key] = min(cap + 1, 1 + sum(size_of(child, at) for child in node[2:]))
+                    own = _element_bytes(node)
+                    sizes[key] = min(cap + 1, own + sum(size_of(child, at) for child in node[2:]))
                 else:
                     stack.append((node, at, True))
                     stack.extend((child, at, False) for child in node[2:])
@@ -187,6 +193,15 @@ class _FrameSnapshots:
         if index not in self._nodes:
             self._nodes[index] = _post_order(self.raw[index].get("html"), f"{self.where} snapshot {index}")
         return self._nodes[index]
+
+
+def _element_bytes(node: list[Any]) -> int:
+    """An element's own share of the HTML: its tags and attributes (its children are counted apart)."""
+    size = 2 * len(node[0]) + 5
+    attrs = node[1] if len(node) > 1 and type(node[1]) is dict else {}
+    for key, value in attrs.items():
+        size += (len(key) if type(key) is str else 0) + (len(value) if type(value) is str else 0) + 4
+    return size
 
 
 def _resolve(frame: _FrameSnapshots, node: Any, index: int) -> tuple[Any, int]:
@@ -271,6 +286,7 @@ def render_snapshot_html(
     index: int,
     *,
     max_nodes: int = MAX_RENDERED_NODES,
+    max_bytes: int = MAX_RENDERED_BYTES,
     frame_url: Callable[[str], str | None] | None = None,
 ) -> _Rendered:
     """The HTML of snapshot ``index`` of ``frame``, references expanded (iteratively, bounded).
@@ -279,10 +295,10 @@ def render_snapshot_html(
     ``frame_url`` (frame id -> the child frame's URL) the frame's URL is written back, so the
     replay finds the child frame's document by it; an unknown frame id loses its ``src``."""
     snapshot = frame.raw[index]
-    if frame.expanded_size(index, max_nodes) > max_nodes:
+    if frame.expanded_size(index, max_bytes) > max_bytes:
         raise SessionFormatError(
-            f"{frame.where}: snapshot {index} expands to more than {max_nodes} nodes (shared subtrees "
-            "repeated); refused"
+            f"{frame.where}: snapshot {index} expands to more than {max_bytes} bytes (shared subtrees "
+            "or texts repeated); refused"
         )
     parts: list[str] = []
     doctype = snapshot.get("doctype")
@@ -466,29 +482,40 @@ class _Trace:
     mono0: float = 0.0
     tool: str | None = None
     lines: int = 0
+    held: Budget | None = None
+    """What parsed events and rendered pages hold in memory (``max_expanded_bytes``)."""
 
     def wall(self, monotonic: float) -> float:
         return self.wall0 + (monotonic - self.mono0) / 1000
 
 
-def _lines(reader: ZipReader, suffix: str, limits: SessionLimits) -> Iterator[tuple[str, dict[str, Any]]]:
+def _lines(
+    reader: ZipReader, suffix: str, limits: SessionLimits, held: Budget
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The events of every ``*<suffix>`` member, one line at a time (``untrusted.iter_lines``), each
+    counted before it is parsed against the trace's budgets: JSON values, and what the parsed events
+    hold in memory (bytes plus a value's cost per value: the events stay alive while steps are built)."""
+    values = Budget(limits.max_values, reader.source, "JSON values in the trace", limit_hint("max_values"))
     for name in sorted(n for n in reader.names() if n.endswith(suffix) and "/" not in n):
         data = reader.read(name)
-        for number, line in enumerate(data.split(b"\n"), 1):
+        where = f"{reader.source}: {name}"
+        for number, line in iter_lines(data, max_line=limits.max_record_bytes, source=where):
             if not line.strip():
                 continue
-            if len(line) > limits.max_record_bytes:
-                raise SessionFormatError(
-                    f"{reader.source}: {name} line {number} is larger than the record limit"
-                )
-            try:
-                event = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                raise SessionFormatError(f"{reader.source}: {name} line {number}: not JSON ({exc})") from None
+            held.spend(len(line) + _VALUE_BYTES * count_values(line), f"{name} line {number}")
+            event = parse_json(
+                line, f"{where} line {number}", limits, values=values, max_depth=_MAX_EVENT_DEPTH
+            )
             if type(event) is not dict:
                 raise SessionFormatError(f"{reader.source}: {name} line {number}: not a JSON object")
-            check_depth(event, 1024, f"{reader.source}: {name} line {number}")
             yield name, event
+        del data
+
+
+_MAX_EVENT_DEPTH = 1000
+"""Snapshot nodes nest as deep as the page's DOM; rendered iteratively, never written back as JSON."""
+_VALUE_BYTES = 64
+"""What one parsed JSON value costs at most beyond its text (as ``session.store`` counts it)."""
 
 
 def _number(value: Any, default: float = 0.0) -> float:
@@ -504,10 +531,16 @@ def _text(value: Any) -> str:
 
 
 def _read_trace(reader: ZipReader, limits: SessionLimits) -> _Trace:
-    trace = _Trace(source=reader.source, reader=reader)
+    held = Budget(
+        limits.max_expanded_bytes,
+        reader.source,
+        "bytes of parsed events and rendered pages",
+        limit_hint("max_expanded_bytes"),
+    )
+    trace = _Trace(source=reader.source, reader=reader, held=held)
     if not any(n.endswith(".trace") and "/" not in n for n in reader.names()):
         raise SessionFormatError(f"{reader.source}: not a Playwright trace (no trace.trace member)")
-    for _name, event in _lines(reader, ".trace", limits):
+    for _name, event in _lines(reader, ".trace", limits, held):
         trace.lines += 1
         if trace.lines > limits.max_records * 10:
             raise SessionFormatError(f"{reader.source}: more than {limits.max_records * 10} trace events")
@@ -575,7 +608,7 @@ def _read_trace(reader: ZipReader, limits: SessionLimits) -> _Trace:
                 trace.pages.setdefault(page_id, _Page(page_id, opened=line))
             elif event.get("method") == "pageClosed" and page_id in trace.pages:
                 trace.pages[page_id].closed = line
-    for _name, event in _lines(reader, ".network", limits):
+    for _name, event in _lines(reader, ".network", limits, held):
         entry = event.get("snapshot")
         if event.get("type") == "resource-snapshot" and isinstance(entry, dict):
             trace.network.append(entry)
@@ -742,6 +775,26 @@ def _action_text(call: _Call) -> str:
     return f"{call.method}({', '.join(parts)})"
 
 
+@dataclass
+class _MainIndex:
+    """Main-frame snapshots in trace order, with the latest per page before ``line`` (``done`` of
+    them taken up) and by call id: what ``_Builder._latest`` reads per step in constant time."""
+
+    mains: list[_Snapshot]
+    by_call: dict[str, list[_Snapshot]] = field(default_factory=dict)
+    prefix: dict[str, _Snapshot] = field(default_factory=dict)
+    done: int = 0
+    line: int = 0
+
+    def __post_init__(self) -> None:
+        for snapshot in self.mains:
+            if snapshot.phase == "before":
+                self.by_call.setdefault(snapshot.call, []).append(snapshot)
+
+    def reset(self) -> None:
+        self.prefix, self.done, self.line = {}, 0, 0
+
+
 class _Builder:
     """Walks the trace once, building the state at each step boundary."""
 
@@ -757,6 +810,26 @@ class _Builder:
         """(page, call, phase) -> child frame id -> its snapshot taken with that page snapshot."""
         self.frame_history: dict[str, tuple[list[int], list[str]]] = {}
         """Child frame id -> the trace lines and URLs of its snapshots, in order."""
+        self._main_index = _MainIndex([s for s in trace.snapshots if s.main])
+        self._documents: dict[
+            tuple[str, str | None], tuple[list[float], list[tuple[int, dict[str, Any]]]]
+        ] = {}
+        """(page id, frame id: "" for none, None for any) -> times and (order, entry) of its document
+        loads, in the (time-sorted) network log's order."""
+        for order, entry in enumerate(trace.network):
+            page = entry.get("pageref")
+            if not _is_document(entry) or not isinstance(page, str):
+                continue
+            frame = entry.get("_frameref")
+            keys = (
+                [(page, None), (page, frame if isinstance(frame, str) else "")]
+                if frame is None or isinstance(frame, str)
+                else [(page, None)]
+            )
+            for key in keys:
+                times, loads = self._documents.setdefault(key, ([], []))
+                times.append(_number(entry.get("_monotonicTime")))
+                loads.append((order, entry))
         for snapshot in trace.snapshots:
             if not snapshot.main:
                 self.siblings.setdefault((snapshot.page, snapshot.call, snapshot.phase), {})[
@@ -774,29 +847,31 @@ class _Builder:
                 snapshot.index,
                 frame_url=lambda frame_id: self._frame_url(snapshot, frame_id),
             )
+            if self.trace.held is not None:
+                self.trace.held.spend(len(self.rendered[key].html), f"snapshot {snapshot.index}")
         return self.rendered[key]
 
     def _latest(self, limit_line: int, extra_call: str | None) -> dict[str, _Snapshot]:
         """Each page's last main-frame snapshot before ``limit_line`` (plus the "before" snapshot of
-        ``extra_call``, the state right before the next action)."""
-        latest: dict[str, _Snapshot] = {}
-        for snapshot in self.trace.snapshots:
-            if not snapshot.main:
-                continue
-            if snapshot.line < limit_line or (snapshot.call == extra_call and snapshot.phase == "before"):
+        ``extra_call``, the state right before the next action). Indexed: the snapshots before the
+        line are taken up once over all steps (lines only grow), the call's from its own list."""
+        index = self._main_index
+        if limit_line < index.line:  # asked out of order: start over (never with growing lines)
+            index.reset()
+        mains = index.mains
+        while index.done < len(mains) and mains[index.done].line < limit_line:
+            index.prefix[mains[index.done].page] = mains[index.done]
+            index.done += 1
+        index.line = limit_line
+        latest = dict(index.prefix)
+        for snapshot in index.by_call.get(extra_call, []) if extra_call is not None else []:
+            if snapshot.line >= limit_line:  # the ones before are in the prefix already, in order
                 latest[snapshot.page] = snapshot
         return latest
 
     def _tab(self, page_id: str, snapshot: _Snapshot | None, until: float, active: bool) -> TabState:
-        documents = [
-            entry
-            for entry in self.trace.network
-            if entry.get("pageref") == page_id
-            and _is_document(entry)
-            and _number(entry.get("_monotonicTime")) <= until
-            and (snapshot is None or entry.get("_frameref") in (None, snapshot.frame))
-        ]
-        newer = [e for e in documents if snapshot is None or _number(e.get("_monotonicTime")) > snapshot.time]
+        latest_load = self._last_document(page_id, snapshot, until)
+        newer = [latest_load] if latest_load is not None else []
         if snapshot is None or newer:
             url = _text(newer[-1]["request"].get("url")) if newer else "about:blank"
             if newer:
@@ -812,6 +887,20 @@ class _Builder:
             form_state=rendered.form_state,
             frames=self._child_frames(snapshot),
         )
+
+    def _last_document(self, page_id: str, snapshot: _Snapshot | None, until: float) -> dict[str, Any] | None:
+        """The page's last document load at or before ``until`` (of ``snapshot``'s frame or of no
+        frame) newer than ``snapshot``; found by bisection in per-page, per-frame lists."""
+        keys = [(page_id, None)] if snapshot is None else [(page_id, ""), (page_id, snapshot.frame)]
+        best: tuple[float, int, dict[str, Any]] | None = None
+        for key in keys:
+            times, loads = self._documents.get(key, ([], []))
+            at = bisect.bisect_right(times, until) - 1
+            if at >= 0 and (snapshot is None or times[at] > snapshot.time):
+                order, entry = loads[at]
+                if best is None or (times[at], order) > (best[0], best[1]):
+                    best = (times[at], order, entry)
+        return best[2] if best is not None else None
 
     def _frame_url(self, snapshot: _Snapshot, frame_id: str) -> str | None:
         """The URL of child frame ``frame_id`` as of ``snapshot``: its sibling snapshot (same call and
@@ -978,11 +1067,16 @@ def _task_id(path: Path) -> int | None:
 
 
 def import_trace(
-    path: Path, *, limits: SessionLimits | None = None, zip_limits: ZipLimits | None = None
+    path: Path,
+    *,
+    limits: SessionLimits | None = None,
+    zip_limits: ZipLimits | None = None,
+    root: Path | None = None,
 ) -> ImportedEpisode:
-    """One ``trace.zip`` as an episode (task id from a ``<task_id>.zip`` name)."""
+    """One ``trace.zip`` as an episode (task id from a ``<task_id>.zip`` name); ``root``: the folder it
+    was found in (a symlink there is refused, not followed)."""
     limits = limits or SessionLimits.from_env()
-    with ZipReader(path, zip_limits) as reader:
+    with ZipReader(path, zip_limits, root=root) as reader:
         names = list(reader.names())
         trace = _read_trace(reader, limits)
         builder = _Builder(trace)
@@ -1019,6 +1113,6 @@ def import_traces(path: Path, **kwargs: Any) -> Iterator[ImportedEpisode]:
         if not files:
             raise SessionFormatError(f"{path}: no *.zip trace in this directory")
         for file in files:
-            yield import_trace(file, **kwargs)
+            yield import_trace(file, root=path, **kwargs)
     else:
         yield import_trace(path, **kwargs)

@@ -19,8 +19,10 @@ from typing import Any
 
 from cdp_integration.errors import SessionFormatError
 from cdp_integration.har.importer import HarEntry, load_har
-from cdp_integration.imports.common import CookieJar, ImportedEpisode, read_json_file
+from cdp_integration.imports.common import CookieJar, ImportedEpisode, check_step_budget, read_json_file
+from cdp_integration.session.limits import SessionLimits
 from cdp_integration.session.models import NetworkExchange, RequestInfo, ResponseInfo, Step, TabState
+from cdp_integration.session.untrusted import Budget
 
 __all__ = ["import_verified", "import_verified_task"]
 
@@ -78,22 +80,32 @@ def _is_navigation(entry: HarEntry) -> bool:
     return headers.get("accept", "").startswith("text/html")
 
 
-def import_verified_task(directory: Path) -> ImportedEpisode:
-    """One task directory of a Verified run folder."""
-    response = read_json_file(directory / AGENT_RESPONSE_FILE, "agent response")
+def import_verified_task(directory: Path, root: Path | None = None) -> ImportedEpisode:
+    """One task directory of a Verified run folder; ``root``: the folder the user named (no symlink
+    below it is followed: a linked ``agent_response.json`` or HAR would copy an outside file in)."""
+    root = root if root is not None else directory
+    limits = SessionLimits.from_env()
+    response = read_json_file(directory / AGENT_RESPONSE_FILE, "agent response", root=root, limits=limits)
     if not isinstance(response, dict):
         raise SessionFormatError(f"{directory / AGENT_RESPONSE_FILE}: expected a JSON object")
-    entries = load_har(directory / HAR_FILE)
+    entries = load_har(directory / HAR_FILE, root=root, limits=limits)
     groups: dict[int, list[tuple[int, HarEntry]]] = {}
     if entries and all(entry.step is not None for entry in entries):
         for number, entry in enumerate(entries):
             groups.setdefault(int(entry.step or 0), []).append((number, entry))
     else:  # a step per agent navigation
         step = 0
+        navigated = False  # the current step holds a navigation already (one flag, not a scan per entry)
         for number, entry in enumerate(entries):
-            if _is_navigation(entry) and any(e for e in groups.get(step, []) if _is_navigation(e[1])):
-                step += 1
+            if _is_navigation(entry):
+                if navigated:
+                    step += 1
+                navigated = True
             groups.setdefault(step, []).append((number, entry))
+    check_step_budget(len(groups), 0, limits, str(directory))
+    cookie_uses = Budget(
+        limits.max_values // 4, str(directory), "cookies over all steps", "limit CDP_SESSION_MAX_VALUES"
+    )
     jar = CookieJar()
     url = "about:blank"
     steps: list[Step] = []
@@ -110,6 +122,9 @@ def import_verified_task(directory: Path) -> ImportedEpisode:
             if _is_navigation(entry):
                 url = entry.url
         started = [e.started for e in exchanges if e.started] or [steps[-1].timestamp if steps else 0.0]
+        cookies = jar.cookies()
+        check_step_budget(index + 1, len(cookies), limits, str(directory))
+        cookie_uses.spend(len(cookies))
         steps.append(
             Step(
                 index=index,
@@ -119,7 +134,7 @@ def import_verified_task(directory: Path) -> ImportedEpisode:
                 url=url,
                 title="",
                 tabs=[TabState(tab_id=TAB_ID, url=url, title="", active=True, html=None)],
-                cookies=jar.cookies(),
+                cookies=cookies,
                 network=exchanges,
             )
         )
@@ -151,7 +166,7 @@ def _site_urls(directory: Path) -> dict[str, str]:
     for candidate in (directory / RUN_CONFIG_FILE, directory.parent / "config.json"):
         if not candidate.is_file():
             continue
-        document = read_json_file(candidate, "run config")
+        document = read_json_file(candidate, "run config", root=candidate.parent)
         environments = document.get("environments") if isinstance(document, dict) else None
         if not isinstance(environments, dict):
             continue
@@ -173,7 +188,7 @@ def _site_urls(directory: Path) -> dict[str, str]:
 def import_verified(path: Path) -> Iterator[ImportedEpisode]:
     """``path``: a run folder (``<task_id>/`` directories) or one task directory."""
     if (path / AGENT_RESPONSE_FILE).exists():
-        yield import_verified_task(path)
+        yield import_verified_task(path, path)
         return
     if not path.is_dir():
         raise SessionFormatError(f"{path}: not a WebArena-Verified run folder (a directory)")
@@ -188,4 +203,4 @@ def import_verified(path: Path) -> Iterator[ImportedEpisode]:
     if not tasks:
         raise SessionFormatError(f"{path}: no <task_id>/{AGENT_RESPONSE_FILE} + {HAR_FILE} in this folder")
     for directory in tasks:
-        yield import_verified_task(directory)
+        yield import_verified_task(directory, path)

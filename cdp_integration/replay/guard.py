@@ -34,6 +34,7 @@ from typing import Any
 from playwright.sync_api import Error
 
 from cdp_integration.errors import ReplayMissError
+from cdp_integration.session.markup import iter_tags
 
 __all__ = ["NATIVE_CLICKS", "captured_scripts", "guarded_evaluate", "settle", "unstyled_stylesheets"]
 
@@ -70,7 +71,6 @@ _JS_TYPES = frozenset(
 )
 """``<script type>`` values a browser runs (the rest are data blocks: JSON, templates)."""
 
-_SCRIPT_TAG = re.compile(r"<script\b([^>]*)>", re.IGNORECASE)
 _TYPE = re.compile(r"""\btype\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""", re.IGNORECASE)
 _HANDLER = re.compile(r"\son[a-z]+\s*=", re.IGNORECASE)
 _SCRIPT_URL = re.compile(
@@ -87,8 +87,8 @@ def captured_scripts(html: str) -> str | None:
     Decided from the stored markup, so nothing the page defines can fool it; it errs towards "runs
     scripts" (an ``onx=`` in text counts), which only turns an answer into a loud refusal.
     """
-    for match in _SCRIPT_TAG.finditer(html):
-        kind = _TYPE.search(match.group(1))
+    for start, end in iter_tags(html, "script", quotes=False):  # linear, however many are unclosed
+        kind = _TYPE.search(html, start + len("<script"), end - 1)
         value = next((g for g in kind.groups() if g is not None), "") if kind else ""
         if value.strip().lower().split(";")[0].strip() in _JS_TYPES:
             return "a <script> element"

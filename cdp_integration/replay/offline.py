@@ -42,6 +42,7 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 from cdp_integration import environment
 from cdp_integration.errors import ReplayMissError, SandboxTimeoutError
 from cdp_integration.session.limits import ENV_VARS, SessionLimits
+from cdp_integration.session.markup import iter_tags
 
 __all__ = ["OFFLINE_CHROMIUM_ARGS", "OfflineBrowser", "ReplayDocument", "offline_browser"]
 
@@ -105,7 +106,7 @@ class ReplayDocument:
         return refresh_targets(self.html, self.url)
 
 
-_META_REFRESH = re.compile(r"<meta\b[^>]*\bhttp-equiv\s*=\s*[\"']?\s*refresh\b[^>]*>", re.IGNORECASE)
+_HTTP_EQUIV_REFRESH = re.compile(r"\bhttp-equiv\s*=\s*[\"']?\s*refresh\b", re.IGNORECASE)
 _CONTENT = re.compile(r"\bcontent\s*=\s*(\"[^\"]*\"|'[^']*'|[^\s>]+)", re.IGNORECASE)
 _REFRESH_URL = re.compile(
     r"^\s*[\d.]*\s*[;,]?\s*(?:url\s*=\s*)?([\"']?)(.*?)\1\s*$", re.IGNORECASE | re.DOTALL
@@ -116,7 +117,10 @@ def refresh_targets(html: str, url: str) -> frozenset[str]:
     """Where ``html``'s ``<meta http-equiv=refresh>`` elements point (the page itself when they name
     no URL), resolved against ``url`` and without fragment."""
     targets = set()
-    for tag in _META_REFRESH.findall(html):
+    for start, end in iter_tags(html, "meta", quotes=False):  # linear, however many are unclosed
+        tag = html[start:end]
+        if not _HTTP_EQUIV_REFRESH.search(tag):
+            continue
         content = _CONTENT.search(tag)
         raw = content.group(1) if content else ""
         value = html_module.unescape(raw[1:-1] if raw[:1] in ("'", '"') else raw)

@@ -20,13 +20,12 @@ batch workers, with the environment variables named in ``ENV_VARS``.
 from __future__ import annotations
 
 import os
-import stat
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from cdp_integration.errors import SessionFormatError
 
-__all__ = ["ENV_VARS", "SessionLimits", "check_depth", "count_values", "limit_hint", "open_regular_file"]
+__all__ = ["ENV_VARS", "SessionLimits", "check_depth", "count_values", "limit_hint"]
 
 ENV_VARS = {
     "max_records": "CDP_SESSION_MAX_RECORDS",
@@ -38,6 +37,10 @@ ENV_VARS = {
     "max_referenced_bytes": "CDP_SESSION_MAX_REFERENCED_BYTES",
     "max_output_bytes": "CDP_SESSION_MAX_OUTPUT_BYTES",
     "max_question_seconds": "CDP_SESSION_MAX_QUESTION_SECONDS",
+    "max_cookies_per_step": "CDP_SESSION_MAX_COOKIES_PER_STEP",
+    "max_pickle_ops": "CDP_SESSION_MAX_PICKLE_OPS",
+    "max_pickle_memo": "CDP_SESSION_MAX_PICKLE_MEMO",
+    "max_input_bytes": "CDP_SESSION_MAX_INPUT_BYTES",
 }
 """``SessionLimits`` field -> the environment variable that overrides its default (a positive integer)."""
 
@@ -66,6 +69,15 @@ class SessionLimits:
     ``redact``) or prints (``show --json``), counted while it is written."""
     max_question_seconds: int = 10
     """One JavaScript question the offline sandbox answers (locators, prep actions, ``eval-at``)."""
+    max_cookies_per_step: int = 3_000
+    """Cookies one step holds (a browser keeps ~180 per domain; an importer's jar is copied per step)."""
+    max_pickle_ops: int = 8_000_000
+    """Opcodes of one pickle (an AgentLab step), counted before it is unpickled."""
+    max_pickle_memo: int = 2_000_000
+    """The largest memo index a pickle may name (the unpickler allocates up to it at once)."""
+    max_input_bytes: int = 256 * 1024**2
+    """One JSON, HAR or pickle file read whole, as inflated: with its parsed values (``max_values``)
+    it stays well under 1 GiB of memory."""
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> SessionLimits:
@@ -114,30 +126,3 @@ def check_depth(value: Any, limit: int, where: str) -> None:
         for child in children:
             if type(child) is dict or type(child) is list:
                 stack.append((child, depth + 1))
-
-
-def open_regular_file(path: str | os.PathLike[str], source: str, what: str = "session file") -> int:
-    """A read-only descriptor of ``path`` if it is a regular file (after symlinks); never blocks.
-
-    A FIFO, device or socket (or a symlink to one, like ``/dev/zero``) is refused before it is read;
-    ``O_NONBLOCK`` keeps even a FIFO swapped in after the check from blocking the open.
-    """
-    try:
-        before = os.stat(path)
-    except OSError as exc:
-        raise SessionFormatError(f"{source}: cannot read ({exc.strerror or exc})") from None
-    except ValueError as exc:  # a path with a NUL byte
-        raise SessionFormatError(f"{source!r}: not a usable path ({exc})") from None
-    if stat.S_ISDIR(before.st_mode):
-        raise SessionFormatError(f"{source}: is a directory, not a {what}")
-    if not stat.S_ISREG(before.st_mode):
-        raise SessionFormatError(f"{source}: not a regular file (a FIFO, device or socket); refused")
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as exc:
-        raise SessionFormatError(f"{source}: cannot read ({exc.strerror or exc})") from None
-    after = os.fstat(fd)
-    if not stat.S_ISREG(after.st_mode):
-        os.close(fd)
-        raise SessionFormatError(f"{source}: not a regular file (a FIFO, device or socket); refused")
-    return fd

@@ -22,6 +22,7 @@ import orjson
 
 from cdp_integration.errors import OutputLimitError
 from cdp_integration.session.limits import ENV_VARS, SessionLimits
+from cdp_integration.session.untrusted import open_output
 
 __all__ = ["BoundedOutput", "iter_json", "output_file"]
 
@@ -54,10 +55,11 @@ class BoundedOutput:
 def output_file(
     path: str | os.PathLike[str], *, limits: SessionLimits | None = None, what: str | None = None
 ) -> Iterator[BoundedOutput]:
-    """``path`` opened for writing through a ``BoundedOutput``; removed again if the block raises."""
+    """``path`` opened for writing through a ``BoundedOutput``; removed again if the block raises.
+    Never written through a symlink (``untrusted.open_output``)."""
     path = Path(path)
     limit = (limits or SessionLimits.from_env()).max_output_bytes
-    with open(path, "wb") as stream:
+    with open_output(path) as stream:
         output = BoundedOutput(stream, limit, what or str(path))
         try:
             yield output

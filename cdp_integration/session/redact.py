@@ -41,6 +41,7 @@ from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit
 
 import orjson
 
+from cdp_integration.session.markup import iter_tags, sub_tags
 from cdp_integration.session.models import CaptureFault, SessionEnd, SessionHeader, Step
 from cdp_integration.session.placeholder import PLACEHOLDER_PATTERN
 from cdp_integration.session.store import PARTIAL_SUFFIX, Session, SessionWriter, load_session
@@ -131,7 +132,6 @@ _DESCRIPTIVE_LAST_WORDS = frozenset(
 )
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _WORD_SPLIT = re.compile(r"[^a-z0-9]+")
-_INPUT_TAG = re.compile(r"""<input\b(?:[^>"']|"[^"]*"|'[^']*')*>""", re.IGNORECASE)
 _TAG_ATTR = re.compile(r"""([^\s"'<>/=]+)(?:\s*=\s*("[^"]*"|'[^']*'|[^\s"'<>`]+))?""")
 _QUERY_PARAM = re.compile(r"(?P<lead>[?&;])(?P<name>[^=&#\s\"'<>?;]+)=(?P<value>[^&#\s\"'<>;]*)")
 _USERINFO = re.compile(r"(?P<lead>[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@\"'<>]*:)(?P<value>[^\s/@\"'<>]+)(?=@)")
@@ -349,8 +349,8 @@ class Redactor:
                 continue
             markup = tab.get("html")
             if isinstance(markup, str) and "<input" in markup.lower():
-                for match in _INPUT_TAG.finditer(markup):
-                    found = {m[1].lower(): m[2] for m in _TAG_ATTR.finditer(match[0], len("<input"))}
+                for start, end in iter_tags(markup, "input"):
+                    found = {m[1].lower(): m[2] for m in _TAG_ATTR.finditer(markup[start:end], len("<input"))}
                     attributes = {key: html.unescape(_unquoted(value or "")) for key, value in found.items()}
                     if attributes.get("type", "").strip().lower() == "password" and attributes.get("name"):
                         self._password_fields.add(attributes["name"])
@@ -587,8 +587,7 @@ class Redactor:
         """The ``value`` attribute of secret inputs in HTML (typed values are not attributes; a
         server-filled one is)."""
 
-        def tag(match: re.Match[str]) -> str:
-            source = match[0]
+        def tag(source: str) -> str:
             found = {m[1].lower(): m for m in _TAG_ATTR.finditer(source, len("<input"))}
             attributes = {name: html.unescape(_unquoted(m[2] or "")) for name, m in found.items()}
             value = found.get("value")
@@ -601,7 +600,7 @@ class Redactor:
                 f"{source[value.end() :]}"
             )
 
-        return _INPUT_TAG.sub(tag, text) if "<input" in text.lower() else text
+        return sub_tags(text, "input", tag) if "<input" in text.lower() else text
 
     def _form_state(self, controls: Json) -> None:
         """Typed values of secret inputs (``FormControlState`` records): a password typed in, a field
@@ -738,18 +737,13 @@ class Redactor:
 
     def _known(self) -> re.Pattern[str] | None:
         if self._pattern is None and self._forms:
-            forms = sorted(self._forms, key=len, reverse=True)
-            self._pattern = re.compile(
-                f"({PLACEHOLDER_PATTERN.pattern})|" + "|".join(re.escape(form) for form in forms)
-            )
+            self._pattern = re.compile(f"({PLACEHOLDER_PATTERN.pattern})|" + _trie_pattern(list(self._forms)))
         return self._pattern
 
     def _known_bytes(self) -> re.Pattern[bytes] | None:
         if self._bytes_pattern is None and self._forms:
-            forms = sorted(self._forms, key=len, reverse=True)
-            self._bytes_pattern = re.compile(
-                b"|".join(re.escape(form.encode("utf-8", "surrogatepass")) for form in forms)
-            )
+            forms = [form.encode("utf-8", "surrogatepass").decode("latin-1") for form in self._forms]
+            self._bytes_pattern = re.compile(_trie_pattern(forms).encode("latin-1"))
         return self._bytes_pattern
 
     def _replace_known(self, record: dict[str, Json]) -> dict[str, Json]:
@@ -858,6 +852,52 @@ def _is_base64_field(record: dict[str, Json], key: str) -> bool:
         or (key == "body" and record.get("body_base64") is True)
         or (key == "post_data" and record.get("post_data_base64") is True)
     )
+
+
+_TRIE_NESTING = 120
+"""Nested groups of the secrets' pattern at most (Python's regex parser recurses per group)."""
+
+
+def _trie_pattern(words: list[str]) -> str:
+    """A regex matching any of ``words`` (the longest one where several match), shaped as their
+    prefix tree: at each position the regex tries one branch per distinct next character, not one
+    per secret, so scanning a text costs the same with ten secrets or ten thousand (linear in the
+    text). Deeper than ``_TRIE_NESTING`` branchings, the rest is a plain longest-first alternation."""
+    root: dict[str, Any] = {}
+    for word in words:
+        node = root
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = True
+
+    def suffixes(node: dict[str, Any], prefix: str, out: list[str]) -> None:
+        stack = [(node, prefix)]
+        while stack:
+            current, text = stack.pop()
+            for char, child in current.items():
+                if char == "":
+                    out.append(text)
+                else:
+                    stack.append((child, text + char))
+
+    def emit(node: dict[str, Any], depth: int) -> str:
+        if depth > _TRIE_NESTING:
+            rest: list[str] = []
+            suffixes(node, "", rest)
+            return "(?:" + "|".join(re.escape(w) for w in sorted(rest, key=len, reverse=True)) + ")"
+        branches = []
+        for char in sorted(key for key in node if key):
+            text, child = char, node[char]
+            while len(child) == 1 and "" not in child:
+                ((next_char, child),) = child.items()
+                text += next_char
+            inner = "" if set(child) == {""} else emit(child, depth + 1)
+            branches.append(re.escape(text) + inner)
+        if "" in node:
+            branches.append("")
+        return branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+
+    return emit(root, 0)
 
 
 def _escaped_forms(value: str) -> Iterable[str]:

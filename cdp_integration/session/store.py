@@ -40,7 +40,7 @@ import pydantic
 from cdp_integration._version import __version__
 from cdp_integration.errors import SessionFormatError, SessionVersionError, StepIndexError
 from cdp_integration.session.chunks import CHUNKS_KEY, SnapshotChunker, cut_text, decode_snapshot
-from cdp_integration.session.limits import SessionLimits, check_depth, count_values, open_regular_file
+from cdp_integration.session.limits import SessionLimits, check_depth, count_values
 from cdp_integration.session.models import (
     FORMAT_VERSION,
     Evaluation,
@@ -49,6 +49,7 @@ from cdp_integration.session.models import (
     SessionHeader,
     Step,
 )
+from cdp_integration.session.untrusted import JSON_DEPTH_CEILING, clean_text, open_input, open_output
 
 __all__ = [
     "MAX_SESSION_BYTES",
@@ -314,8 +315,13 @@ class SessionWriter:
 
     def __init__(self, partial_path: Path, header: SessionHeader, *, compresslevel: int = 3) -> None:
         self.partial_path = partial_path
-        partial_path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: BinaryIO = open(partial_path, "wb")  # noqa: SIM115 - closed in finish()/abort()
+        try:
+            partial_path.parent.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise SessionFormatError(f"{partial_path.parent}: exists and is not a directory") from None
+        self._file: BinaryIO = open_output(
+            partial_path
+        )  # never through a symlink; closed in finish()/abort()
         self._zip = zlib.compressobj(compresslevel, zlib.DEFLATED, 31)
         self._blobs: set[str] = set()
         self._last_html: tuple[str, dict[str, str]] | None = None
@@ -543,8 +549,9 @@ def _iter_records(
         except orjson.JSONDecodeError as exc:
             failed = SessionFormatError(f"{source}: line {number} is not JSON ({exc})")
             continue  # a cut-short file may end in a damaged record: decided once the stream ends
-        if line.count(b"[") + line.count(b"{") > limits.max_depth:
-            check_depth(record, limits.max_depth, f"{source}: line {number}")
+        depth = min(limits.max_depth, JSON_DEPTH_CEILING)
+        if line.count(b"[") + line.count(b"{") > depth:
+            check_depth(record, depth, f"{source}: line {number}")
         if not isinstance(record, dict) or "type" not in record:
             raise SessionFormatError(f"{source}: line {number} is not a session record")
         yield number, record, cost
@@ -615,17 +622,23 @@ def _parse(kind: Callable[..., Any], record: dict[str, Any], source: str, number
         raise SessionFormatError(f"{source}: line {number}: invalid record: {exc}") from None
 
 
-def load_session(path: str | os.PathLike[str], *, limits: SessionLimits | None = None) -> Session:
+def load_session(
+    path: str | os.PathLike[str],
+    *,
+    limits: SessionLimits | None = None,
+    root: str | os.PathLike[str] | None = None,
+) -> Session:
     """Read a session file (finished or ``*.partial``); raise ``SessionFormatError`` if it is not one.
 
     The file is untrusted: only a regular file is opened (never a FIFO or device), and ``limits``
     (default: ``SessionLimits.from_env()``) bound records, steps, JSON values and nesting before
-    they are materialized; ``MAX_SESSION_BYTES`` bounds the file and its decompressed content.
+    they are materialized; ``MAX_SESSION_BYTES`` bounds the file and its decompressed content (streamed:
+    one line is held at a time). ``root``: the folder the file was found in (no symlink below it is followed).
     """
     path = Path(path)
-    source = str(path)
+    source = clean_text(str(path))
     limits = limits or SessionLimits.from_env()
-    fd = open_regular_file(path, source)
+    fd = open_input(path, root=root, what="session file")
     try:
         size = os.fstat(fd).st_size
         if size > MAX_SESSION_BYTES:
@@ -653,9 +666,9 @@ def read_header(path: str | os.PathLike[str], *, limits: SessionLimits | None = 
     """The header record of a session file alone (its first record), without reading the steps: what
     a caller needs about a session that could not be scored (e.g. its provenance)."""
     path = Path(path)
-    source = str(path)
+    source = clean_text(str(path))
     limits = limits or SessionLimits.from_env()
-    fd = open_regular_file(path, source)
+    fd = open_input(path, what="session file")
     try:
         complete = [False]
         blobs = _Blobs(source, limits)
@@ -705,6 +718,12 @@ def _read_records(
             if len(steps) >= limits.max_steps:
                 raise SessionFormatError(
                     f"{source}: more than {limits.max_steps} steps (limit CDP_SESSION_MAX_STEPS)"
+                )
+            cookies = record.get("cookies")
+            if isinstance(cookies, list) and len(cookies) > limits.max_cookies_per_step:
+                raise SessionFormatError(
+                    f"{source}: line {number}: more than {limits.max_cookies_per_step} cookies in one step "
+                    "(limit CDP_SESSION_MAX_COOKIES_PER_STEP)"
                 )
             _map_large_values(record, lambda value, _always: blobs.resolve(value))
             steps.append(_parse(Step, record, source, number))

@@ -184,3 +184,114 @@ def test_light_imports_load_no_browser_or_evaluator(statement: str) -> None:
 def test_the_probe_sees_heavy_imports() -> None:
     """The check above can fail: using a replay name loads Playwright."""
     assert "playwright" in _loaded_after("import cdp_integration\ncdp_integration.MockPage")
+
+
+# -- outside input goes through one reader -------------------------------------------------------
+
+READER = "cdp_integration.session.untrusted"
+"""The one module that opens, unzips, unpickles and parses files from outside (``untrusted.py``)."""
+RAW_MODULES = frozenset({"zipfile", "gzip", "pickle", "tarfile", "shelve", "marshal", "bz2", "lzma"})
+RAW_CALLS = frozenset(
+    {
+        "open", "os.open", "os.fdopen", "io.open", "gzip.open", "zipfile.ZipFile", "tarfile.open",
+        "pickle.load", "pickle.loads", "pickle.Unpickler", "json.load", "json.loads", "orjson.loads",
+        ".read_bytes", ".read_text", ".write_bytes", ".write_text",
+    }
+)  # fmt: skip
+ALLOWED_RAW: dict[tuple[str, str], str] = {
+    ("cdp_integration.debug.viewer", ".read_text"): "the viewer's own HTML template (package data)",
+    (
+        "cdp_integration.deployment",
+        ".read_text",
+    ): "webarena's and webarena_verified's task lists (package data)",
+    (
+        "cdp_integration.deployment",
+        "json.loads",
+    ): "webarena's and webarena_verified's task lists (package data)",
+    ("cdp_integration.environment", ".read_text"): "Playwright's browsers.json and /proc of our own children",
+    ("cdp_integration.environment", ".read_bytes"): "/proc/<pid>/cmdline of our own children",
+    ("cdp_integration.replay.offline", "open"): "/proc/<pid>/stat and cmdline of our own sandbox browser",
+    ("cdp_integration.capture.cdp_attach", ".read_text"): "the DevTools port file our own Chromium writes",
+    (
+        "cdp_integration.capture.probes",
+        "orjson.loads",
+    ): "a round trip of our own value through JSON (no file)",
+    (
+        "cdp_integration.capture.logger",
+        "orjson.loads",
+    ): "a round trip of our own value through JSON (no file)",
+    (
+        "cdp_integration.evaluate.verified",
+        "json.loads",
+    ): "text already loaded and bounded (an answer, a model dump)",
+    (
+        "cdp_integration.replay.recorded",
+        "json.loads",
+    ): "a response body of a loaded session (bounded by its loader)",
+    ("cdp_integration.session.redact", "orjson.loads"): "bodies of a loaded session (bounded by its loader)",
+    (
+        "cdp_integration.evaluate.batch",
+        "import pickle",
+    ): "checks that a scorer can be sent to workers (dumps only)",
+    (
+        "cdp_integration.evaluate.batch",
+        "orjson.loads",
+    ): "lines of output.jsonl read by untrusted.iter_file_lines (bounded)",
+    (
+        "cdp_integration.evaluate.report",
+        "orjson.loads",
+    ): "lines of output.jsonl read by untrusted.iter_file_lines (bounded)",
+    ("cdp_integration.evaluate.report", "os.fdopen"): "wraps the descriptor untrusted.open_input returned",
+    ("cdp_integration.evaluate.verified", ".write_text"): "the task file of our own temporary directory",
+    ("cdp_integration.webarena", ".write_text"): "the evaluator's config file in our own temporary directory",
+    ("cdp_integration.environment", ".write_text"): "NLTK's punkt tables staged from the installed package",
+    ("cdp_integration.environment", "json.loads"): "Playwright's browsers.json (package data)",
+    (
+        "cdp_integration.imports.agentlab",
+        "import pickle",
+    ): "raises pickle.UnpicklingError only (untrusted.unpickle loads)",
+    (
+        "cdp_integration.session.store",
+        "orjson.loads",
+    ): "lines read by untrusted-bounded streaming (values counted first)",
+}
+"""(module, what) -> why it is not outside input read behind the reader's back. ``demo`` (our own
+site's data and pages) is in no layer and not checked."""
+
+
+def _raw_reads(module: str) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(MODULES[module].read_text())):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            found |= {f"import {n}" for n in names if n.split(".")[0] in RAW_MODULES}
+        elif isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name) and func.id in RAW_CALLS:
+                found.add(func.id)
+            elif isinstance(func, ast.Attribute):
+                if isinstance(func.value, ast.Name) and f"{func.value.id}.{func.attr}" in RAW_CALLS:
+                    found.add(f"{func.value.id}.{func.attr}")
+                elif f".{func.attr}" in RAW_CALLS:
+                    found.add(f".{func.attr}")
+    return found
+
+
+def test_outside_files_are_read_only_through_the_untrusted_reader() -> None:
+    """Code outside ``session/untrusted.py`` never opens, unzips, unpickles or parses a file itself."""
+    direct = sorted(
+        f"{module}: {what}"
+        for module in MODULES
+        if module != READER and _layer(module) is not None
+        for what in _raw_reads(module)
+        if (module, what) not in ALLOWED_RAW
+    )
+    assert direct == []
+
+
+def test_the_raw_read_scan_sees_what_it_must() -> None:
+    """The scan itself finds each kind (else the test above could not fail)."""
+    assert {"os.open", "import zipfile", "import pickle", "orjson.loads"} <= _raw_reads(READER)
+    assert ".read_text" in _raw_reads("cdp_integration.debug.viewer")
+    stale = [key for key in ALLOWED_RAW if key[1] not in _raw_reads(key[0])]
+    assert stale == [], "allow-list entries that no longer match anything: remove them"
