@@ -52,6 +52,7 @@ import orjson
 from cdp_integration.errors import SessionFormatError
 from cdp_integration.imports._zip import ZipLimits, ZipReader
 from cdp_integration.imports.common import CookieJar, ImportedEpisode
+from cdp_integration.imports.trace_formats import LATEST_FORMAT, upgrade_events, upgrade_network
 from cdp_integration.session.limits import SessionLimits, check_depth
 from cdp_integration.session.models import (
     FormControlState,
@@ -445,6 +446,14 @@ class _Snapshot:
 
 
 @dataclass
+class _Screencast:
+    time: float
+    member: str
+    """The frame's JPEG inside the zip."""
+    line: int
+
+
+@dataclass
 class _Page:
     page_id: str
     opened: int
@@ -466,6 +475,10 @@ class _Trace:
     mono0: float = 0.0
     tool: str | None = None
     lines: int = 0
+    format: int = LATEST_FORMAT
+    """The format the trace was written in (its events are read upgraded to the newest)."""
+    frames_by_page: dict[str, list[_Screencast]] = field(default_factory=dict)
+    """Screencast frames of each page, in order."""
 
     def wall(self, monotonic: float) -> float:
         return self.wall0 + (monotonic - self.mono0) / 1000
@@ -503,11 +516,36 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _members(reader: ZipReader, limits: SessionLimits) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The browser context's ``*.trace`` member(s), upgraded to the newest format (`trace_formats`).
+
+    ``@playwright/test`` writes one member per context (``<n>-trace.trace``) and its own steps
+    (``test.trace``): the runner's steps and contexts with no event (its API request context) are
+    not the browser's. Two browser contexts with events are refused (one episode is one context)."""
+    by_member: dict[str, list[dict[str, Any]]] = {}
+    for name, event in _lines(reader, ".trace", limits):
+        by_member.setdefault(name, []).append(event)
+    members: list[tuple[str, list[dict[str, Any]]]] = []
+    for name, events in by_member.items():
+        version, upgraded = upgrade_events(events, f"{reader.source}: {name}")
+        if upgraded[0].get("origin") == "testRunner" or len(upgraded) == 1:
+            continue
+        upgraded[0]["_format"] = version
+        members.append((name, upgraded))
+    if len(members) > 1:
+        raise SessionFormatError(
+            f"{reader.source}: the trace holds {len(members)} browser contexts "
+            f"({', '.join(n for n, _ in members)}); one episode is one context"
+        )
+    return members
+
+
 def _read_trace(reader: ZipReader, limits: SessionLimits) -> _Trace:
     trace = _Trace(source=reader.source, reader=reader)
     if not any(n.endswith(".trace") and "/" not in n for n in reader.names()):
         raise SessionFormatError(f"{reader.source}: not a Playwright trace (no trace.trace member)")
-    for _name, event in _lines(reader, ".trace", limits):
+    members = _members(reader, limits)
+    for event in (event for _, events in members for event in events):
         trace.lines += 1
         if trace.lines > limits.max_records * 10:
             raise SessionFormatError(f"{reader.source}: more than {limits.max_records * 10} trace events")
@@ -516,8 +554,10 @@ def _read_trace(reader: ZipReader, limits: SessionLimits) -> _Trace:
         if kind == "context-options":
             trace.wall0 = _number(event.get("wallTime")) / 1000
             trace.mono0 = _number(event.get("monotonicTime"))
+            trace.format = int(event.get("_format", LATEST_FORMAT))
             version = _text(event.get("playwrightVersion"))
             trace.tool = f"playwright {version}".strip() if version else "playwright"
+            trace.tool += f" (trace format {trace.format})"
         elif kind == "before":
             params = _obj(event.get("params"))
             call = _Call(
@@ -528,17 +568,20 @@ def _read_trace(reader: ZipReader, limits: SessionLimits) -> _Trace:
                 line=line,
                 start=_number(event.get("startTime")),
             )
-            page_param = params.get("page") if isinstance(params.get("page"), dict) else None
-            if call.cls == "Page" and isinstance(event.get("pageId"), str):
+            if isinstance(event.get("pageId"), str):
                 call.page = event["pageId"]
-            elif page_param and isinstance(page_param.get("guid"), str) and call.cls == "Page":
-                call.page = page_param["guid"]
             trace.calls.append(call)
             trace.by_id[call.call_id] = call
         elif kind == "after":
             call_after = trace.by_id.get(_text(event.get("callId")))
             if call_after is not None and isinstance(event.get("error"), dict):
                 call_after.error = _text(event["error"].get("message")) or "error"
+        elif kind == "screencast-frame":
+            page_id, member = _text(event.get("pageId")), event.get("file")
+            if page_id and isinstance(member, str):
+                trace.frames_by_page.setdefault(page_id, []).append(
+                    _Screencast(_number(event.get("timestamp")), member, line)
+                )
         elif kind == "frame-snapshot":
             raw = event.get("snapshot")
             if not isinstance(raw, dict):
@@ -575,7 +618,11 @@ def _read_trace(reader: ZipReader, limits: SessionLimits) -> _Trace:
                 trace.pages.setdefault(page_id, _Page(page_id, opened=line))
             elif event.get("method") == "pageClosed" and page_id in trace.pages:
                 trace.pages[page_id].closed = line
-    for _name, event in _lines(reader, ".network", limits):
+    prefixes = {name.removesuffix("trace.trace") for name, _ in members}
+    network = [
+        e for name, e in _lines(reader, ".network", limits) if name.removesuffix("trace.network") in prefixes
+    ]
+    for event in upgrade_network(network):
         entry = event.get("snapshot")
         if event.get("type") == "resource-snapshot" and isinstance(entry, dict):
             trace.network.append(entry)
@@ -880,10 +927,9 @@ class _Builder:
         found: list[PageResource] = []
         for snapshot in snapshots:
             for override in snapshot.overrides:
-                url, sha1 = override.get("url"), override.get("sha1")
-                if not isinstance(url, str) or not isinstance(sha1, str) or url in self.resources_seen:
+                url, member = override.get("url"), override.get("file")
+                if not isinstance(url, str) or not isinstance(member, str) or url in self.resources_seen:
                     continue
-                member = f"resources/{sha1}"
                 if not self.trace.reader.has(member):
                     continue
                 try:
