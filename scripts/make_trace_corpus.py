@@ -28,7 +28,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import zipfile
 from pathlib import Path
@@ -112,6 +111,9 @@ class LivePage(playwright.sync_api.Page):
     """A live page of the producer's browser, as the evaluator uses it (the type its beartype check
     asks for); each call runs on the live page in the producer."""
 
+    _bridge: _Bridge
+    _number: int
+
     def __init__(self, bridge: _Bridge, number: int) -> None:  # no Playwright object behind it here
         self.__dict__["_bridge"], self.__dict__["_number"] = bridge, number
 
@@ -126,7 +128,7 @@ class LivePage(playwright.sync_api.Page):
     def goto(self, url: str, **_: Any) -> None:  # type: ignore[override]
         self._bridge.call(op="goto", page=self._number, url=url)
 
-    def content(self) -> str:
+    def content(self, **_: Any) -> str:
         return str(self._bridge.call(op="content", page=self._number))
 
     def evaluate(self, expression: str, arg: Any = None) -> Any:
@@ -294,4 +296,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -53,6 +53,7 @@ from cdp_integration.errors import SessionFormatError
 from cdp_integration.imports._zip import ZipLimits, ZipReader
 from cdp_integration.imports.common import CookieJar, ImportedEpisode
 from cdp_integration.imports.trace_formats import LATEST_FORMAT, upgrade_events, upgrade_network
+from cdp_integration.imports.trace_screencast import Screencast, frame_png
 from cdp_integration.session.limits import SessionLimits, check_depth
 from cdp_integration.session.models import (
     FormControlState,
@@ -273,8 +274,14 @@ def render_snapshot_html(
     *,
     max_nodes: int = MAX_RENDERED_NODES,
     frame_url: Callable[[str], str | None] | None = None,
+    live_values: bool = False,
 ) -> _Rendered:
     """The HTML of snapshot ``index`` of ``frame``, references expanded (iteratively, bounded).
+
+    ``live_values``: the live form state (typed, checked, selected, or set by the page's scripts) is
+    written into the markup everywhere, not kept apart as form state: for the evaluator's own pages,
+    which the replay serves as a fresh load (markup only), while their snapshot is the state the
+    evaluator read there.
 
     Playwright points an ``<iframe>``'s ``src`` at its own viewer (``/snapshot/<frameId>``); with
     ``frame_url`` (frame id -> the child frame's URL) the frame's URL is written back, so the
@@ -358,7 +365,7 @@ def render_snapshot_html(
         if name == "TEMPLATE" and "__playwright_style_sheet_" in attrs:
             continue  # an adopted stylesheet Playwright serialized; not carried (see the fidelity notes)
         children = node[2:]
-        bake = in_template > 0
+        bake = in_template > 0 or live_values
         path = [elements]
         if not bake:
             elements += 1
@@ -446,14 +453,6 @@ class _Snapshot:
 
 
 @dataclass
-class _Screencast:
-    time: float
-    member: str
-    """The frame's JPEG inside the zip."""
-    line: int
-
-
-@dataclass
 class _Page:
     page_id: str
     opened: int
@@ -477,8 +476,8 @@ class _Trace:
     lines: int = 0
     format: int = LATEST_FORMAT
     """The format the trace was written in (its events are read upgraded to the newest)."""
-    frames_by_page: dict[str, list[_Screencast]] = field(default_factory=dict)
-    """Screencast frames of each page, in order."""
+    screencasts: dict[str, Screencast] = field(default_factory=dict)
+    """Each page's screencast frames (``screenshots=True``)."""
 
     def wall(self, monotonic: float) -> float:
         return self.wall0 + (monotonic - self.mono0) / 1000
@@ -579,8 +578,8 @@ def _read_trace(reader: ZipReader, limits: SessionLimits) -> _Trace:
         elif kind == "screencast-frame":
             page_id, member = _text(event.get("pageId")), event.get("file")
             if page_id and isinstance(member, str):
-                trace.frames_by_page.setdefault(page_id, []).append(
-                    _Screencast(_number(event.get("timestamp")), member, line)
+                trace.screencasts.setdefault(page_id, Screencast()).add(
+                    _number(event.get("timestamp")), member
                 )
         elif kind == "frame-snapshot":
             raw = event.get("snapshot")
@@ -798,7 +797,9 @@ class _Builder:
         self.jar = CookieJar()
         self.network_done = 0
         self.resources_seen: set[str] = set()
-        self.rendered: dict[tuple[str, int], _Rendered] = {}
+        self.rendered: dict[tuple[str, int, bool], _Rendered] = {}
+        self.screenshots: dict[str, str | None] = {}
+        """Screencast frame member -> its PNG (each frame decoded once)."""
         self.lacks: set[str] = set()
         self.siblings: dict[tuple[str, str, str], dict[str, _Snapshot]] = {}
         """(page, call, phase) -> child frame id -> its snapshot taken with that page snapshot."""
@@ -813,13 +814,14 @@ class _Builder:
                 lines.append(snapshot.line)
                 urls.append(snapshot.url)
 
-    def _render(self, snapshot: _Snapshot) -> _Rendered:
-        key = (snapshot.frame, snapshot.index)
+    def _render(self, snapshot: _Snapshot, live_values: bool = False) -> _Rendered:
+        key = (snapshot.frame, snapshot.index, live_values)
         if key not in self.rendered:
             self.rendered[key] = render_snapshot_html(
                 self.trace.frames[snapshot.frame],
                 snapshot.index,
                 frame_url=lambda frame_id: self._frame_url(snapshot, frame_id),
+                live_values=live_values,
             )
         return self.rendered[key]
 
@@ -834,7 +836,9 @@ class _Builder:
                 latest[snapshot.page] = snapshot
         return latest
 
-    def _tab(self, page_id: str, snapshot: _Snapshot | None, until: float, active: bool) -> TabState:
+    def _tab(
+        self, page_id: str, snapshot: _Snapshot | None, until: float, active: bool, *, probe: bool = False
+    ) -> TabState:
         documents = [
             entry
             for entry in self.trace.network
@@ -848,8 +852,15 @@ class _Builder:
             url = _text(newer[-1]["request"].get("url")) if newer else "about:blank"
             if newer:
                 self.lacks.add("the DOM of a page loaded after the trace's last snapshot of it")
-            return TabState(tab_id=page_id, url=url, title="", active=active, html=None)
-        rendered = self._render(snapshot)
+            return TabState(
+                tab_id=page_id,
+                url=url,
+                title="",
+                active=active,
+                html=None,
+                screenshot_png=self._screenshot(page_id, until),
+            )
+        rendered = self._render(snapshot, live_values=probe)
         return TabState(
             tab_id=page_id,
             url=snapshot.url,
@@ -858,7 +869,19 @@ class _Builder:
             html=rendered.html,
             form_state=rendered.form_state,
             frames=self._child_frames(snapshot),
+            screenshot_png=self._screenshot(page_id, until if until != float("inf") else snapshot.time),
         )
+
+    def _screenshot(self, page_id: str, at: float) -> str | None:
+        """The page's last screencast frame painted at or before ``at`` (the next action's start; at
+        the end, the last snapshot's time), as PNG (`trace_screencast`)."""
+        screencast = self.trace.screencasts.get(page_id)
+        member = screencast.at(at) if screencast is not None else None
+        if member is None:
+            return None
+        if member not in self.screenshots:
+            self.screenshots[member] = frame_png(self.trace.reader, member, self.lacks)
+        return self.screenshots[member]
 
     def _frame_url(self, snapshot: _Snapshot, frame_id: str) -> str | None:
         """The URL of child frame ``frame_id`` as of ``snapshot``: its sibling snapshot (same call and
@@ -1013,7 +1036,7 @@ class _Builder:
                 continue
             mains = [s for s in trace.snapshots if s.page == page_id and s.main and s.url != "about:blank"]
             if mains:
-                probe_pages.append(self._tab(page_id, mains[-1], float("inf"), False))
+                probe_pages.append(self._tab(page_id, mains[-1], float("inf"), False, probe=True))
         return steps, [], probe_pages
 
 
