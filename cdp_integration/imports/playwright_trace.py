@@ -522,7 +522,9 @@ def _members(reader: ZipReader, limits: SessionLimits) -> list[tuple[str, list[d
     (``test.trace``): the runner's steps and contexts with no event (its API request context) are
     not the browser's. Two browser contexts with events are refused (one episode is one context)."""
     by_member: dict[str, list[dict[str, Any]]] = {}
-    for name, event in _lines(reader, ".trace", limits):
+    for count, (name, event) in enumerate(_lines(reader, ".trace", limits), 1):
+        if count > limits.max_records * 10:
+            raise SessionFormatError(f"{reader.source}: more than {limits.max_records * 10} trace events")
         by_member.setdefault(name, []).append(event)
     members: list[tuple[str, list[dict[str, Any]]]] = []
     for name, events in by_member.items():

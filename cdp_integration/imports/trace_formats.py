@@ -146,13 +146,15 @@ def upgrade_8(events: Events) -> Events:
 def upgrade_9(events: Events) -> Events:
     """9 -> 10: a call's ``stepId`` became its call id; page lifecycle events exist. Formats 5 to 9
     wrote none: a page opens at the first event naming it, and closes after its ``close`` call."""
-    steps = {}
+    steps: dict[str, str] = {}
     for event in events:
-        if event.get("type") == "before" and isinstance(event.get("stepId"), str):
-            steps[event["callId"]] = event["stepId"]
+        call, step = event.get("callId"), event.get("stepId")
+        if event.get("type") == "before" and isinstance(call, str) and isinstance(step, str):
+            steps[call] = step
     for event in events:
-        if event.get("callId") in steps:
-            event["callId"] = steps[event["callId"]]
+        call = event.get("callId")
+        if isinstance(call, str) and call in steps:
+            event["callId"] = steps[call]
         event.pop("stepId", None)
     if any(_is_page_event(e) for e in events):
         return events
@@ -214,7 +216,8 @@ def _resource_names(event: dict[str, Any]) -> None:
             if isinstance(inner, dict) and isinstance(inner.get("_sha1"), str):
                 inner.setdefault("_file", "resources/" + inner.pop("_sha1"))
     elif kind == "frame-snapshot" and isinstance(event.get("snapshot"), dict):
-        for override in event["snapshot"].get("resourceOverrides") or []:
+        overrides = event["snapshot"].get("resourceOverrides")
+        for override in overrides if isinstance(overrides, list) else []:
             if isinstance(override, dict) and isinstance(override.get("sha1"), str):
                 override.setdefault("file", "resources/" + override.pop("sha1"))
     elif kind == "screencast-frame" and isinstance(event.get("sha1"), str):

@@ -176,3 +176,21 @@ def test_unknown_or_garbled_versions_are_refused(first: dict[str, Any], message:
         trace_format(first, "t")
     with pytest.raises(SessionFormatError, match=message):
         upgrade_events([first], "t")
+
+
+def test_odd_shapes_are_upgraded_without_a_traceback() -> None:
+    """Fields of the wrong type are left alone by every step (the importer then reads or refuses them)."""
+    events: list[dict[str, Any]] = [
+        {"type": "context-options", "version": 4, "wallTime": "x"},
+        {"type": "before", "callId": ["x"], "stepId": "s", "startTime": None, "pageId": 5},
+        {"type": "after", "callId": {"a": 1}, "error": "yes"},
+        {"type": "event", "class": "BrowserContext", "method": "page", "params": {"page": "not an object"}},
+        {"type": "event", "class": "Page", "method": "close", "params": [], "pageId": None},
+        {"type": "frame-snapshot", "snapshot": {"resourceOverrides": 5, "snapshotName": 7}},
+        {"type": "frame-snapshot", "snapshot": "nope"},
+        {"type": "screencast-frame", "sha1": ["x"]},
+        {"type": "resource-snapshot", "snapshot": {"request": [], "response": {"content": "x"}}},
+    ]
+    version, upgraded = upgrade_events(events, "t")
+    assert version == 4 and upgraded[0]["monotonicTime"] == 0
+    assert _page_events(upgraded) == []
