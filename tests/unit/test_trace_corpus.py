@@ -35,6 +35,17 @@ def _expected(producer: str) -> dict[str, Any]:
     return episodes
 
 
+def _wall_time(trace: Path) -> float:
+    """When tracing started: the browser context's ``context-options`` wall time, in seconds."""
+    with zipfile.ZipFile(trace) as archive:
+        for name in archive.namelist():
+            if name.endswith(".trace") and "/" not in name:
+                options = json.loads(archive.read(name).split(b"\n", 1)[0])
+                if options.get("browserName"):
+                    return float(options["wallTime"]) / 1000
+    raise AssertionError(f"{trace}: no browser context")
+
+
 def _import(trace: Path, configs: Path, out: Path, *extra: str) -> Path:
     result = CliRunner().invoke(
         cli, ["import", "playwright-trace", str(trace), "-o", str(out), "--configs", str(configs), *extra]
@@ -63,6 +74,10 @@ def test_every_producers_traces_score_as_live(producer: str, tmp_path: Path) -> 
         targets = [t["url"] for t in session.task["config"]["eval"]["program_html"] if t["url"] != "last"]
         assert session.end is not None and session.end.probe is not None, name
         assert [page.url for page in session.end.probe.pages] == targets, name
+        # timestamps on the wall clock of the recording (format 4 has no monotonicTime to anchor them)
+        times = [step.timestamp for step in session.steps]
+        started = _wall_time(CORPUS / producer / name)
+        assert times == sorted(times) and all(0 <= t - started < 120 for t in times), (name, times, started)
         counts["imported"] += 1
         try:
             score = evaluate_session(session, per_step=False).score
