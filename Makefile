@@ -1,6 +1,6 @@
 # The two commands of the README: `make demo` and `make test`. Each sets up what its job needs first
 # (scripts/setup.sh core|test|docs|conformance): `make demo` installs no test tool and no conformance app.
-.PHONY: setup setup-demo setup-test setup-docs setup-conformance demo test docs test-webarena test-imports \
+.PHONY: setup setup-demo setup-test setup-docs setup-conformance demo test docs test-webarena test-imports trace-corpus \
 	test-conformance check-fidelity check-wheel bench bench-webarena lint
 
 setup:
@@ -50,6 +50,12 @@ test-imports: setup-test
 		tests/integration/test_imports.py tests/integration/test_import_agentlab.py
 	CDP_TEST_IMPORTS_FULL=1 .venv/bin/python -m pytest -q --durations=10 -s tests/integration/test_browser_use.py \
 		-k "imported_histories or offline_score"
+
+# Record the Playwright trace corpus (tests/fixtures/traces) again: demo episodes traced by Python Playwright
+# 1.32.1 (WebArena's pin), 1.45.1 and 1.65.2 and by @playwright/test 1.65.1, each installed in its own
+# environment under .cache/trace-producers, scored live by the official evaluator.
+trace-corpus: setup
+	.venv/bin/python scripts/make_trace_corpus.py
 
 # The conformance suite on its four real applications with every task, the opt-in ones too (issue 19).
 test-conformance: setup-test

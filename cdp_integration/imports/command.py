@@ -39,6 +39,11 @@ __all__ = ["import_command"]
     help="Replace secrets (passwords in form posts, session cookies, tokens) as `cdp-session redact` does.",
 )
 @site_url_option
+@click.option(
+    "--keep-screenshots",
+    is_flag=True,
+    help="Keep screenshots (a trace's screencast frames) when redacting: pixels cannot be redacted.",
+)
 def import_command(
     fmt: str,
     path: Path,
@@ -47,6 +52,7 @@ def import_command(
     configs_path: Path | None,
     redact: bool,
     site_urls: tuple[str, ...],
+    keep_screenshots: bool,
 ) -> None:
     """Turn other tools' recordings into sessions (Playwright traces, Verified runs, browser-use, AgentLab).
 
@@ -73,7 +79,14 @@ def import_command(
     answers = load_answers(answers_path) if answers_path is not None else None
     configs = load_configs(configs_path) if configs_path is not None else None
     written = import_recordings(
-        fmt, path, output_dir, answers=answers, configs=configs, redact=redact, site_urls=urls
+        fmt,
+        path,
+        output_dir,
+        answers=answers,
+        configs=configs,
+        redact=redact,
+        site_urls=urls,
+        keep_screenshots=keep_screenshots,
     )
     for session in written:
         click.echo(str(session))

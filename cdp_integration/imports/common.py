@@ -198,12 +198,14 @@ def write_episode(
     redact: bool = False,
     site_urls: Mapping[str, str] | None = None,
     output_root: Path | None = None,
+    keep_screenshots: bool = False,
 ) -> Path:
     """Write ``episode`` as a finished session file in ``output_dir``; return its path.
 
     ``answers`` fill in a final answer the format does not hold; ``configs`` give the task's WebArena
     config by task id (the session then scores without ``--configs``). ``redact`` runs the project's
-    redaction over the whole session first (post bodies of sign-in forms hold passwords). ``site_urls``
+    redaction over the whole session first (post bodies of sign-in forms hold passwords); it drops
+    screenshots (pixels cannot be redacted) unless ``keep_screenshots``. ``site_urls``
     fill in the URLs of sites the recording does not name (it knows where it ran; they do not override).
     ``output_root``: a folder ``output_dir`` is inside of by default: no symlink below it is followed
     (never below ``output_dir`` either: the ``.partial`` and the session are not written through one).
@@ -273,9 +275,9 @@ def write_episode(
     )
     session = Session(header=header, steps=tuple(episode.steps), end=end, complete=True)
     if redact:
-        from cdp_integration.session.redact import redact_session
+        from cdp_integration.session.redact import RedactionPolicy, redact_session
 
-        session = redact_session(session)
+        session = redact_session(session, RedactionPolicy(keep_screenshots=keep_screenshots))
     make_output_dir(output_dir, root=output_root)
     final = output_dir / (safe_name(episode.name) + SESSION_SUFFIX)
     partial = final.with_name(final.name + PARTIAL_SUFFIX)

@@ -47,6 +47,7 @@ def import_recordings(
     redact: bool = False,
     site_urls: Mapping[str, str] | None = None,
     output_root: Path | None = None,
+    keep_screenshots: bool = False,
 ) -> list[Path]:
     """Import every episode of ``path`` into ``output_dir``; the session files written, in order.
 
@@ -74,6 +75,7 @@ def import_recordings(
                 redact=redact,
                 site_urls=site_urls,
                 output_root=output_root,
+                keep_screenshots=keep_screenshots,
             )
         )
     return written

@@ -52,6 +52,8 @@ import orjson
 from cdp_integration.errors import SessionFormatError
 from cdp_integration.imports._zip import ZipLimits, ZipReader
 from cdp_integration.imports.common import CookieJar, ImportedEpisode
+from cdp_integration.imports.trace_formats import LATEST_FORMAT, upgrade_events, upgrade_network
+from cdp_integration.imports.trace_screencast import Screencast, frame_png
 from cdp_integration.session.limits import SessionLimits, count_values, limit_hint
 from cdp_integration.session.models import (
     FormControlState,
@@ -288,8 +290,14 @@ def render_snapshot_html(
     max_nodes: int = MAX_RENDERED_NODES,
     max_bytes: int = MAX_RENDERED_BYTES,
     frame_url: Callable[[str], str | None] | None = None,
+    live_values: bool = False,
 ) -> _Rendered:
     """The HTML of snapshot ``index`` of ``frame``, references expanded (iteratively, bounded).
+
+    ``live_values``: the live form state (typed, checked, selected, or set by the page's scripts) is
+    written into the markup everywhere, not kept apart as form state: for the evaluator's own pages,
+    which the replay serves as a fresh load (markup only), while their snapshot is the state the
+    evaluator read there.
 
     Playwright points an ``<iframe>``'s ``src`` at its own viewer (``/snapshot/<frameId>``); with
     ``frame_url`` (frame id -> the child frame's URL) the frame's URL is written back, so the
@@ -373,7 +381,7 @@ def render_snapshot_html(
         if name == "TEMPLATE" and "__playwright_style_sheet_" in attrs:
             continue  # an adopted stylesheet Playwright serialized; not carried (see the fidelity notes)
         children = node[2:]
-        bake = in_template > 0
+        bake = in_template > 0 or live_values
         path = [elements]
         if not bake:
             elements += 1
@@ -484,6 +492,10 @@ class _Trace:
     lines: int = 0
     held: Budget | None = None
     """What parsed events and rendered pages hold in memory (``max_expanded_bytes``)."""
+    format: int = LATEST_FORMAT
+    """The format the trace was written in (its events are read upgraded to the newest)."""
+    screencasts: dict[str, Screencast] = field(default_factory=dict)
+    """Each page's screencast frames (``screenshots=True``)."""
 
     def wall(self, monotonic: float) -> float:
         return self.wall0 + (monotonic - self.mono0) / 1000
@@ -530,6 +542,34 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _members(
+    reader: ZipReader, limits: SessionLimits, held: Budget
+) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The browser context's ``*.trace`` member(s), upgraded to the newest format (`trace_formats`).
+
+    ``@playwright/test`` writes one member per context (``<n>-trace.trace``) and its own steps
+    (``test.trace``): the runner's steps and contexts with no event (its API request context) are
+    not the browser's. Two browser contexts with events are refused (one episode is one context)."""
+    by_member: dict[str, list[dict[str, Any]]] = {}
+    for count, (name, event) in enumerate(_lines(reader, ".trace", limits, held), 1):
+        if count > limits.max_records * 10:
+            raise SessionFormatError(f"{reader.source}: more than {limits.max_records * 10} trace events")
+        by_member.setdefault(name, []).append(event)
+    members: list[tuple[str, list[dict[str, Any]]]] = []
+    for name, events in by_member.items():
+        version, upgraded = upgrade_events(events, f"{reader.source}: {name}")
+        if upgraded[0].get("origin") == "testRunner" or len(upgraded) == 1:
+            continue
+        upgraded[0]["_format"] = version
+        members.append((name, upgraded))
+    if len(members) > 1:
+        raise SessionFormatError(
+            f"{reader.source}: the trace holds {len(members)} browser contexts "
+            f"({', '.join(n for n, _ in members)}); one episode is one context"
+        )
+    return members
+
+
 def _read_trace(reader: ZipReader, limits: SessionLimits) -> _Trace:
     held = Budget(
         limits.max_expanded_bytes,
@@ -540,7 +580,8 @@ def _read_trace(reader: ZipReader, limits: SessionLimits) -> _Trace:
     trace = _Trace(source=reader.source, reader=reader, held=held)
     if not any(n.endswith(".trace") and "/" not in n for n in reader.names()):
         raise SessionFormatError(f"{reader.source}: not a Playwright trace (no trace.trace member)")
-    for _name, event in _lines(reader, ".trace", limits, held):
+    members = _members(reader, limits, held)
+    for event in (event for _, events in members for event in events):
         trace.lines += 1
         if trace.lines > limits.max_records * 10:
             raise SessionFormatError(f"{reader.source}: more than {limits.max_records * 10} trace events")
@@ -549,8 +590,10 @@ def _read_trace(reader: ZipReader, limits: SessionLimits) -> _Trace:
         if kind == "context-options":
             trace.wall0 = _number(event.get("wallTime")) / 1000
             trace.mono0 = _number(event.get("monotonicTime"))
+            trace.format = int(event.get("_format", LATEST_FORMAT))
             version = _text(event.get("playwrightVersion"))
             trace.tool = f"playwright {version}".strip() if version else "playwright"
+            trace.tool += f" (trace format {trace.format})"
         elif kind == "before":
             params = _obj(event.get("params"))
             call = _Call(
@@ -561,17 +604,20 @@ def _read_trace(reader: ZipReader, limits: SessionLimits) -> _Trace:
                 line=line,
                 start=_number(event.get("startTime")),
             )
-            page_param = params.get("page") if isinstance(params.get("page"), dict) else None
-            if call.cls == "Page" and isinstance(event.get("pageId"), str):
+            if isinstance(event.get("pageId"), str):
                 call.page = event["pageId"]
-            elif page_param and isinstance(page_param.get("guid"), str) and call.cls == "Page":
-                call.page = page_param["guid"]
             trace.calls.append(call)
             trace.by_id[call.call_id] = call
         elif kind == "after":
             call_after = trace.by_id.get(_text(event.get("callId")))
             if call_after is not None and isinstance(event.get("error"), dict):
                 call_after.error = _text(event["error"].get("message")) or "error"
+        elif kind == "screencast-frame":
+            page_id, member = _text(event.get("pageId")), event.get("file")
+            if page_id and isinstance(member, str):
+                trace.screencasts.setdefault(page_id, Screencast()).add(
+                    _number(event.get("timestamp")), member
+                )
         elif kind == "frame-snapshot":
             raw = event.get("snapshot")
             if not isinstance(raw, dict):
@@ -608,7 +654,11 @@ def _read_trace(reader: ZipReader, limits: SessionLimits) -> _Trace:
                 trace.pages.setdefault(page_id, _Page(page_id, opened=line))
             elif event.get("method") == "pageClosed" and page_id in trace.pages:
                 trace.pages[page_id].closed = line
-    for _name, event in _lines(reader, ".network", limits, held):
+    prefixes = {name.removesuffix("trace.trace") for name, _ in members}
+    network = [
+        e for name, e in _lines(reader, ".network", limits, held) if name.removesuffix("trace.network") in prefixes
+    ]
+    for event in upgrade_network(network):
         entry = event.get("snapshot")
         if event.get("type") == "resource-snapshot" and isinstance(entry, dict):
             trace.network.append(entry)
@@ -804,7 +854,9 @@ class _Builder:
         self.jar = CookieJar()
         self.network_done = 0
         self.resources_seen: set[str] = set()
-        self.rendered: dict[tuple[str, int], _Rendered] = {}
+        self.rendered: dict[tuple[str, int, bool], _Rendered] = {}
+        self.screenshots: dict[str, str | None] = {}
+        """Screencast frame member -> its PNG (each frame decoded once)."""
         self.lacks: set[str] = set()
         self.siblings: dict[tuple[str, str, str], dict[str, _Snapshot]] = {}
         """(page, call, phase) -> child frame id -> its snapshot taken with that page snapshot."""
@@ -839,13 +891,14 @@ class _Builder:
                 lines.append(snapshot.line)
                 urls.append(snapshot.url)
 
-    def _render(self, snapshot: _Snapshot) -> _Rendered:
-        key = (snapshot.frame, snapshot.index)
+    def _render(self, snapshot: _Snapshot, live_values: bool = False) -> _Rendered:
+        key = (snapshot.frame, snapshot.index, live_values)
         if key not in self.rendered:
             self.rendered[key] = render_snapshot_html(
                 self.trace.frames[snapshot.frame],
                 snapshot.index,
                 frame_url=lambda frame_id: self._frame_url(snapshot, frame_id),
+                live_values=live_values,
             )
             if self.trace.held is not None:
                 self.trace.held.spend(len(self.rendered[key].html), f"snapshot {snapshot.index}")
@@ -869,15 +922,24 @@ class _Builder:
                 latest[snapshot.page] = snapshot
         return latest
 
-    def _tab(self, page_id: str, snapshot: _Snapshot | None, until: float, active: bool) -> TabState:
+    def _tab(
+        self, page_id: str, snapshot: _Snapshot | None, until: float, active: bool, *, probe: bool = False
+    ) -> TabState:
         latest_load = self._last_document(page_id, snapshot, until)
         newer = [latest_load] if latest_load is not None else []
         if snapshot is None or newer:
             url = _text(newer[-1]["request"].get("url")) if newer else "about:blank"
             if newer:
                 self.lacks.add("the DOM of a page loaded after the trace's last snapshot of it")
-            return TabState(tab_id=page_id, url=url, title="", active=active, html=None)
-        rendered = self._render(snapshot)
+            return TabState(
+                tab_id=page_id,
+                url=url,
+                title="",
+                active=active,
+                html=None,
+                screenshot_png=self._screenshot(page_id, until),
+            )
+        rendered = self._render(snapshot, live_values=probe)
         return TabState(
             tab_id=page_id,
             url=snapshot.url,
@@ -886,6 +948,7 @@ class _Builder:
             html=rendered.html,
             form_state=rendered.form_state,
             frames=self._child_frames(snapshot),
+            screenshot_png=self._screenshot(page_id, until if until != float("inf") else snapshot.time),
         )
 
     def _last_document(self, page_id: str, snapshot: _Snapshot | None, until: float) -> dict[str, Any] | None:
@@ -901,6 +964,17 @@ class _Builder:
                 if best is None or (times[at], order) > (best[0], best[1]):
                     best = (times[at], order, entry)
         return best[2] if best is not None else None
+
+    def _screenshot(self, page_id: str, at: float) -> str | None:
+        """The page's last screencast frame painted at or before ``at`` (the next action's start; at
+        the end, the last snapshot's time), as PNG (`trace_screencast`)."""
+        screencast = self.trace.screencasts.get(page_id)
+        member = screencast.at(at) if screencast is not None else None
+        if member is None:
+            return None
+        if member not in self.screenshots:
+            self.screenshots[member] = frame_png(self.trace.reader, member, self.lacks)
+        return self.screenshots[member]
 
     def _frame_url(self, snapshot: _Snapshot, frame_id: str) -> str | None:
         """The URL of child frame ``frame_id`` as of ``snapshot``: its sibling snapshot (same call and
@@ -969,10 +1043,9 @@ class _Builder:
         found: list[PageResource] = []
         for snapshot in snapshots:
             for override in snapshot.overrides:
-                url, sha1 = override.get("url"), override.get("sha1")
-                if not isinstance(url, str) or not isinstance(sha1, str) or url in self.resources_seen:
+                url, member = override.get("url"), override.get("file")
+                if not isinstance(url, str) or not isinstance(member, str) or url in self.resources_seen:
                     continue
-                member = f"resources/{sha1}"
                 if not self.trace.reader.has(member):
                     continue
                 try:
@@ -1056,7 +1129,7 @@ class _Builder:
                 continue
             mains = [s for s in trace.snapshots if s.page == page_id and s.main and s.url != "about:blank"]
             if mains:
-                probe_pages.append(self._tab(page_id, mains[-1], float("inf"), False))
+                probe_pages.append(self._tab(page_id, mains[-1], float("inf"), False, probe=True))
         return steps, [], probe_pages
 
 

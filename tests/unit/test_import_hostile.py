@@ -72,7 +72,13 @@ def _snapshot(html: object, call: str = "c1") -> dict[str, object]:
 
 
 _HEAD = [
-    {"type": "context-options", "wallTime": 1000, "monotonicTime": 0, "playwrightVersion": "1.65.1"},
+    {
+        "type": "context-options",
+        "version": 10,
+        "wallTime": 1000,
+        "monotonicTime": 0,
+        "playwrightVersion": "1.65.1",
+    },
     {"type": "event", "class": "BrowserContext", "method": "page", "params": {"pageId": "page@1"}},
     {
         "type": "before",
