@@ -77,7 +77,11 @@ class CDPSessionLogger:
     and selected in form controls, which the HTML lacks), ``screenshot``, ``accessibility_tree``,
     ``response_bodies`` (``documents``, ``all`` or ``none``), ``max_html_bytes``, ``compresslevel``,
     ``redact`` (``True`` or a ``RedactionPolicy``: secrets are replaced before anything is written),
-    ``cdp_timeout_ms`` (a CDP command not answered in this time is a fault: a hung or crashed tab).
+    ``cdp_timeout_ms`` (a CDP command to a renderer that already answered in this capture, not
+    answered in this time, is a fault), ``stall_budget_ms`` (what one capture may lose, in total, to
+    calls that never answer: a frozen renderer's first command, Playwright calls that wait on
+    browser events such as ``Response.all_headers()``; each then falls back and is a fault, so a
+    stall makes the step at most this much longer; see ``capture.deadline``).
     They are kept as ``options`` (a frozen ``CaptureOptions``).
     """
 
@@ -102,6 +106,7 @@ class CDPSessionLogger:
         task: dict[str, Any] | None = None,
         redact: bool | RedactionPolicy = False,
         cdp_timeout_ms: float = 30_000,
+        stall_budget_ms: float = 2_000,
     ) -> None:
         self.options = CaptureOptions(
             dom=dom,
@@ -119,16 +124,18 @@ class CDPSessionLogger:
             record_evaluations=record_evaluations,
             redact=redact,
             cdp_timeout_ms=cdp_timeout_ms,
+            stall_budget_ms=stall_budget_ms,
         )
         self.task: dict[str, Any] = dict(task or {})
         self._redactor = Redactor(redact if isinstance(redact, RedactionPolicy) else None) if redact else None
         self._pending_faults: list[CaptureFault] = []
         """Faults of the next step (or of the end record): shared with the parts, never replaced."""
-        network = NetworkRecorder(bodies=response_bodies)
+        network = NetworkRecorder(bodies=response_bodies, resource_types=self.options.page_resources)
         self._tracker = TabTracker(
             network,
             self._pending_faults,
             cdp_timeout_ms=cdp_timeout_ms,
+            stall_budget_ms=stall_budget_ms,
             frame_tree_resources=bool(self.options.page_resources),
         )
         self._traffic = TrafficRecorder(network, self._tracker, bodies=response_bodies)
@@ -275,7 +282,7 @@ class CDPSessionLogger:
         started = time.perf_counter()
         faults = self._take_pending_faults()
         step: Step | None = None
-        with as_fault(faults, "capture"):
+        with as_fault(faults, "capture"), self._tracker.budget_scope():
             step = self._capture(trigger, action, reward, faults, started, observed_dom)
         if step is None:
             step = Step(
@@ -327,8 +334,8 @@ class CDPSessionLogger:
         if active is not None:
             cookies = reader.cookies(active, faults)
             local_storage = reader.local_storage(tabs, origins, faults)
-        resources = reader.new_resources(tabs, faults)
         network = self._traffic.drain(faults, final=False)
+        resources, network = reader.new_resources(tabs, faults, network)
         self._tracker.detach_dropped(tabs)
         current = next((t for t in tab_states if t.active), None)
         return Step(
@@ -374,9 +381,10 @@ class CDPSessionLogger:
         ):
             self.run_evaluation_probe(answer=final_answer)
         faults = self._take_pending_faults()
-        leftover = self._unsaved_network + (
-            self._traffic.drain(faults, final=True) if self._tracker.tabs else []
-        )
+        with self._tracker.budget_scope():
+            leftover = self._unsaved_network + (
+                self._traffic.drain(faults, final=True) if self._tracker.tabs else []
+            )
         end = SessionEnd(
             task=_json_safe(self.task),
             probe=self._evaluations.probe,

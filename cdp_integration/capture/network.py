@@ -100,9 +100,21 @@ def _post_data(request: dict[str, Any]) -> tuple[str | None, bool]:
 class NetworkRecorder:
     """Collects network events from any number of tabs; ``drain()`` returns finished exchanges."""
 
-    def __init__(self, *, bodies: BodyPolicy = "documents", max_body_bytes: int = 5_000_000) -> None:
+    def __init__(
+        self,
+        *,
+        bodies: BodyPolicy = "documents",
+        max_body_bytes: int = 5_000_000,
+        resource_types: tuple[str, ...] = (),
+    ) -> None:
         self.bodies = bodies
         self.max_body_bytes = max_body_bytes
+        self.resource_types = resource_types
+        """CDP resource types whose bodies are read too (the logger's ``page_resources``): such a
+        request is kept until it finishes (or the final drain), and its body read from the tab's
+        network buffer then, so the capture neither waits for it nor fetches it again."""
+        self.seen_urls: set[str] = set()
+        """URLs of requests of ``resource_types`` this recorder has seen start."""
         self._events: list[tuple[str, str, dict[str, Any], TrafficOrigin]] = []
         self._chains: dict[tuple[str, str], _Chain] = {}
         self._order: list[tuple[str, str]] = []
@@ -184,6 +196,13 @@ class NetworkRecorder:
         )
 
     def _ready(self, chain: _Chain, final: bool) -> bool:
+        if (
+            chain.hops
+            and not chain.done
+            and not final
+            and chain.hops[-1].resource_type in self.resource_types
+        ):
+            return False
         if final or chain.drains_waited >= 1:
             return bool(chain.hops)
         if not chain.done:
@@ -203,6 +222,8 @@ class NetworkRecorder:
         events, self._events = self._events, []
         for name, tab_id, params, traffic in events:
             self._apply(name, tab_id, params, traffic)
+            if name == "requestWillBeSent" and params.get("type") in self.resource_types:
+                self.seen_urls.add(params["request"].get("url", ""))
         exchanges: list[NetworkExchange] = []
         faults: list[CaptureFault] = []
         remaining: list[tuple[str, str]] = []
@@ -226,8 +247,16 @@ class NetworkRecorder:
         self._order = remaining
         return exchanges, faults
 
+    def in_flight(self) -> set[str]:
+        """URLs of requests of ``resource_types`` started and not finished yet."""
+        return {
+            chain.hops[-1].request.get("url", "")
+            for chain in self._chains.values()
+            if chain.hops and not chain.done and chain.hops[-1].resource_type in self.resource_types
+        }
+
     def _wants_body(self, hop: _Hop) -> bool:
-        if self.bodies == "all":
+        if self.bodies == "all" or hop.resource_type in self.resource_types:
             return True
         return self.bodies == "documents" and hop.resource_type == "Document"
 
