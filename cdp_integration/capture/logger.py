@@ -26,16 +26,27 @@ from typing import TYPE_CHECKING, Any, Concatenate
 
 import orjson
 
+from cdp_integration.capture import state
 from cdp_integration.capture.faults import as_fault, fault
 from cdp_integration.capture.network import BodyPolicy, NetworkRecorder
 from cdp_integration.capture.options import CaptureOptions, DomScope
 from cdp_integration.capture.probes import EpisodeEvaluations
 from cdp_integration.capture.reader import StateReader
-from cdp_integration.capture.tabs import TabTracker
+from cdp_integration.capture.tabs import Tab, TabTracker
 from cdp_integration.capture.traffic import TrafficRecorder
 from cdp_integration.capture.writer import RecoveringWriter
 from cdp_integration.errors import CaptureError
-from cdp_integration.session.models import CaptureFault, Cookie, Evaluation, NetworkExchange, SessionEnd, Step
+from cdp_integration.session.models import (
+    EVALUATOR_WAIT_MS,
+    CaptureFault,
+    Cookie,
+    Evaluation,
+    NetworkExchange,
+    SessionEnd,
+    Settling,
+    Step,
+    TabState,
+)
 from cdp_integration.session.redact import RedactionPolicy, Redactor
 from cdp_integration.session.store import new_header
 
@@ -336,6 +347,7 @@ class CDPSessionLogger:
             local_storage = reader.local_storage(tabs, origins, faults)
         network = self._traffic.drain(faults, final=False)
         resources, network = reader.new_resources(tabs, faults, network)
+        tab_states = [self._with_pending(tab) for tab in tab_states]
         self._tracker.detach_dropped(tabs)
         current = next((t for t in tab_states if t.active), None)
         return Step(
@@ -354,6 +366,14 @@ class CDPSessionLogger:
             capture_ms=round((time.perf_counter() - started) * 1000, 3),
             faults=faults,
         )
+
+    def _with_pending(self, tab: TabState) -> TabState:
+        """``tab`` with the requests and websockets its document had open at this capture."""
+        if tab.settling is None:
+            return tab
+        requests, sockets = self._tracker.network.pending(tab.tab_id)
+        settling = tab.settling.model_copy(update={"pending_requests": requests, "open_websockets": sockets})
+        return tab.model_copy(update={"settling": settling})
 
     def _append(self, step: Step) -> None:
         if self._redactor is not None:
@@ -382,6 +402,8 @@ class CDPSessionLogger:
             self.run_evaluation_probe(answer=final_answer)
         faults = self._take_pending_faults()
         with self._tracker.budget_scope():
+            settling = self._settle(faults)
+        with self._tracker.budget_scope():
             leftover = self._unsaved_network + (
                 self._traffic.drain(faults, final=True) if self._tracker.tabs else []
             )
@@ -393,6 +415,7 @@ class CDPSessionLogger:
             instance_id=instance_id,
             final_answer=final_answer,
             rewards=self._rewards,
+            settling=settling,
             faults=faults,
         )
         if self._redactor is not None:
@@ -405,6 +428,34 @@ class CDPSessionLogger:
             self._unsaved_network = leftover
             raise CaptureError(f"cannot write session {final_path}: {exc}") from exc
         return self.saved_path
+
+    def _settle(self, faults: list[CaptureFault]) -> dict[str, Settling]:
+        """The last step's scripted documents read again once the evaluator's wait after their load
+        has passed (waiting for that, at most ``EVALUATOR_WAIT_MS``, once per session): whether a
+        fresh load of them shows what the last step captured (``SessionEnd.settling``)."""
+        last = self.last_step
+        if last is None:
+            return {}
+        waiting: list[tuple[Tab, Settling]] = []
+        for tab in list(self._tracker.tabs.values()):
+            captured = next((t.settling for t in last.tabs if t.tab_id == tab.tab_id), None)
+            if captured is None or captured.load_ms is None or self._tracker.is_crashed(tab):
+                continue
+            if tab.traffic == "agent" and not tab.page.is_closed():
+                waiting.append((tab, captured))
+        if not waiting:
+            return {}
+        wait = max(c.load_ms + EVALUATOR_WAIT_MS - c.age_ms for _, c in waiting if c.load_ms is not None)
+        wait = wait - (time.time() - last.timestamp) * 1000 + 50
+        if wait > 0:
+            time.sleep(min(wait, EVALUATOR_WAIT_MS + 50) / 1000)
+        found: dict[str, Settling] = {}
+        for tab, captured in waiting:
+            with as_fault(faults, "settling", tab.tab_id):
+                now = state.read_settling(tab.cdp, None, tab.worlds)
+                if now.time_origin == captured.time_origin:
+                    found[tab.tab_id] = now
+        return found
 
     @_in_browser_thread
     def run_evaluation_probe(

@@ -49,6 +49,8 @@ _EVENTS = (
     "requestServedFromCache",
     "loadingFinished",
     "loadingFailed",
+    "webSocketCreated",
+    "webSocketClosed",
 )
 
 
@@ -113,6 +115,10 @@ class NetworkRecorder:
         """CDP resource types whose bodies are read too (the logger's ``page_resources``): such a
         request is kept until it finishes (or the final drain), and its body read from the tab's
         network buffer then, so the capture neither waits for it nor fetches it again."""
+        self._open: dict[str, set[str]] = {}
+        """Request ids started and not finished, per tab."""
+        self._sockets: dict[str, set[str]] = {}
+        """Open websockets, per tab."""
         self.seen_urls: set[str] = set()
         """URLs of requests of ``resource_types`` this recorder has seen start."""
         self._events: list[tuple[str, str, dict[str, Any], TrafficOrigin]] = []
@@ -143,6 +149,15 @@ class NetworkRecorder:
         return chain
 
     def _apply(self, name: str, tab_id: str, p: dict[str, Any], traffic: TrafficOrigin) -> None:
+        request_id = p.get("requestId", "")
+        if name.startswith("webSocket"):
+            sockets = self._sockets.setdefault(tab_id, set())
+            (sockets.add if name == "webSocketCreated" else sockets.discard)(request_id)
+            return
+        if name == "requestWillBeSent":
+            self._open.setdefault(tab_id, set()).add(request_id)
+        elif name in ("loadingFinished", "loadingFailed"):
+            self._open.get(tab_id, set()).discard(request_id)
         chain = self._chain(tab_id, p.get("requestId", ""), traffic)
         last = chain.hops[-1] if chain.hops else None
         if name == "requestWillBeSent":
@@ -246,6 +261,10 @@ class NetworkRecorder:
                 exchanges.append(self._exchange(chain, hop, body))
         self._order = remaining
         return exchanges, faults
+
+    def pending(self, tab_id: str) -> tuple[int, int]:
+        """``(requests, websockets)`` of the tab open as of the last drain."""
+        return len(self._open.get(tab_id, ())), len(self._sockets.get(tab_id, ()))
 
     def in_flight(self) -> set[str]:
         """URLs of requests of ``resource_types`` started and not finished yet."""

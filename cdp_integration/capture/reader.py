@@ -105,6 +105,7 @@ class StateReader:
                         ),
                     )
                 )
+            reads.append(("settling", lambda: state.read_settling(tab.cdp, tab.frame_tree, tab.worlds)))
             if options.cssom_styles:
                 reads.append(
                     ("cssom_styles", lambda: state.read_cssom_styles(tab.cdp, tab.frame_tree, tab.worlds))

@@ -190,6 +190,10 @@ class TabTracker:
         self.network.listen(cdp, tab_id, lambda: tab.traffic)
         cdp.send("Network.enable", _NETWORK_BUFFERS)
         self.tabs[page] = tab
+        with as_fault(self.faults, "settling", tab_id):
+            cdp.send("Page.enable")
+            tab.page_enabled = True
+            state.watch_settling(cdp)
         if self.browser_version is None:
             version = cdp.send("Browser.getVersion")
             self.browser_version = version.get("product")
