@@ -157,6 +157,7 @@ class CDPSessionLogger:
             self._tracker,
             own_dom_snapshot=own_dom_snapshot or (self._redactor is not None and not form_state),
         )
+        network.stored_urls = self._reader.resource_urls
         configured = session_dir or os.environ.get("WEBARENA_CDP_SESSION_DIR") or "cdp_sessions"
         self._writer = RecoveringWriter(
             Path(configured),

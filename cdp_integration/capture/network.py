@@ -121,6 +121,8 @@ class NetworkRecorder:
         """Open websockets, per tab."""
         self.seen_urls: set[str] = set()
         """URLs of requests of ``resource_types`` this recorder has seen start."""
+        self.stored_urls: set[str] = set()
+        """URLs whose ``resource_types`` body the session holds already: not read again."""
         self._events: list[tuple[str, str, dict[str, Any], TrafficOrigin]] = []
         self._chains: dict[tuple[str, str], _Chain] = {}
         self._order: list[tuple[str, str]] = []
@@ -275,8 +277,10 @@ class NetworkRecorder:
         }
 
     def _wants_body(self, hop: _Hop) -> bool:
-        if self.bodies == "all" or hop.resource_type in self.resource_types:
+        if self.bodies == "all":
             return True
+        if hop.resource_type in self.resource_types:
+            return hop.request.get("url", "") not in self.stored_urls
         return self.bodies == "documents" and hop.resource_type == "Document"
 
     def _body(self, cdp: Any, chain: _Chain, faults: list[CaptureFault]) -> tuple[str | None, bool]:
