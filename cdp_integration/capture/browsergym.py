@@ -82,7 +82,7 @@ def keep_page_attributes(logger: CDPSessionLogger, core: Any) -> None:
 
     def remember(phase: str) -> None:
         tracker = logger._tracker
-        with as_fault(tracker.faults, "form_state"):
+        with as_fault(tracker.faults, "form_state"), tracker.budget_scope():
             page = getattr(core, "page", None)
             if page is None or page.is_closed():
                 return

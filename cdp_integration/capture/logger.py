@@ -26,16 +26,27 @@ from typing import TYPE_CHECKING, Any, Concatenate
 
 import orjson
 
+from cdp_integration.capture import state
 from cdp_integration.capture.faults import as_fault, fault
 from cdp_integration.capture.network import BodyPolicy, NetworkRecorder
 from cdp_integration.capture.options import CaptureOptions, DomScope
 from cdp_integration.capture.probes import EpisodeEvaluations
 from cdp_integration.capture.reader import StateReader
-from cdp_integration.capture.tabs import TabTracker
+from cdp_integration.capture.tabs import Tab, TabTracker
 from cdp_integration.capture.traffic import TrafficRecorder
 from cdp_integration.capture.writer import RecoveringWriter
 from cdp_integration.errors import CaptureError
-from cdp_integration.session.models import CaptureFault, Cookie, Evaluation, NetworkExchange, SessionEnd, Step
+from cdp_integration.session.models import (
+    EVALUATOR_WAIT_MS,
+    CaptureFault,
+    Cookie,
+    Evaluation,
+    NetworkExchange,
+    SessionEnd,
+    Settling,
+    Step,
+    TabState,
+)
 from cdp_integration.session.redact import RedactionPolicy, Redactor
 from cdp_integration.session.store import new_header
 
@@ -77,7 +88,11 @@ class CDPSessionLogger:
     and selected in form controls, which the HTML lacks), ``screenshot``, ``accessibility_tree``,
     ``response_bodies`` (``documents``, ``all`` or ``none``), ``max_html_bytes``, ``compresslevel``,
     ``redact`` (``True`` or a ``RedactionPolicy``: secrets are replaced before anything is written),
-    ``cdp_timeout_ms`` (a CDP command not answered in this time is a fault: a hung or crashed tab).
+    ``cdp_timeout_ms`` (a CDP command to a renderer that already answered in this capture, not
+    answered in this time, is a fault), ``stall_budget_ms`` (what one capture may lose, in total, to
+    calls that never answer: a frozen renderer's first command, Playwright calls that wait on
+    browser events such as ``Response.all_headers()``; each then falls back and is a fault, so a
+    stall makes the step at most this much longer; see ``capture.deadline``).
     They are kept as ``options`` (a frozen ``CaptureOptions``).
     """
 
@@ -102,6 +117,7 @@ class CDPSessionLogger:
         task: dict[str, Any] | None = None,
         redact: bool | RedactionPolicy = False,
         cdp_timeout_ms: float = 30_000,
+        stall_budget_ms: float = 2_000,
     ) -> None:
         self.options = CaptureOptions(
             dom=dom,
@@ -119,16 +135,18 @@ class CDPSessionLogger:
             record_evaluations=record_evaluations,
             redact=redact,
             cdp_timeout_ms=cdp_timeout_ms,
+            stall_budget_ms=stall_budget_ms,
         )
         self.task: dict[str, Any] = dict(task or {})
         self._redactor = Redactor(redact if isinstance(redact, RedactionPolicy) else None) if redact else None
         self._pending_faults: list[CaptureFault] = []
         """Faults of the next step (or of the end record): shared with the parts, never replaced."""
-        network = NetworkRecorder(bodies=response_bodies)
+        network = NetworkRecorder(bodies=response_bodies, resource_types=self.options.page_resources)
         self._tracker = TabTracker(
             network,
             self._pending_faults,
             cdp_timeout_ms=cdp_timeout_ms,
+            stall_budget_ms=stall_budget_ms,
             frame_tree_resources=bool(self.options.page_resources),
         )
         self._traffic = TrafficRecorder(network, self._tracker, bodies=response_bodies)
@@ -139,6 +157,7 @@ class CDPSessionLogger:
             self._tracker,
             own_dom_snapshot=own_dom_snapshot or (self._redactor is not None and not form_state),
         )
+        network.stored_urls = self._reader.resource_urls
         configured = session_dir or os.environ.get("WEBARENA_CDP_SESSION_DIR") or "cdp_sessions"
         self._writer = RecoveringWriter(
             Path(configured),
@@ -275,7 +294,7 @@ class CDPSessionLogger:
         started = time.perf_counter()
         faults = self._take_pending_faults()
         step: Step | None = None
-        with as_fault(faults, "capture"):
+        with as_fault(faults, "capture"), self._tracker.budget_scope():
             step = self._capture(trigger, action, reward, faults, started, observed_dom)
         if step is None:
             step = Step(
@@ -327,8 +346,9 @@ class CDPSessionLogger:
         if active is not None:
             cookies = reader.cookies(active, faults)
             local_storage = reader.local_storage(tabs, origins, faults)
-        resources = reader.new_resources(tabs, faults)
         network = self._traffic.drain(faults, final=False)
+        resources, network = reader.new_resources(tabs, faults, network)
+        tab_states = [self._with_pending(tab) for tab in tab_states]
         self._tracker.detach_dropped(tabs)
         current = next((t for t in tab_states if t.active), None)
         return Step(
@@ -347,6 +367,14 @@ class CDPSessionLogger:
             capture_ms=round((time.perf_counter() - started) * 1000, 3),
             faults=faults,
         )
+
+    def _with_pending(self, tab: TabState) -> TabState:
+        """``tab`` with the requests and websockets its document had open at this capture."""
+        if tab.settling is None:
+            return tab
+        requests, sockets = self._tracker.network.pending(tab.tab_id)
+        settling = tab.settling.model_copy(update={"pending_requests": requests, "open_websockets": sockets})
+        return tab.model_copy(update={"settling": settling})
 
     def _append(self, step: Step) -> None:
         if self._redactor is not None:
@@ -374,9 +402,12 @@ class CDPSessionLogger:
         ):
             self.run_evaluation_probe(answer=final_answer)
         faults = self._take_pending_faults()
-        leftover = self._unsaved_network + (
-            self._traffic.drain(faults, final=True) if self._tracker.tabs else []
-        )
+        with self._tracker.budget_scope():
+            settling = self._settle(faults)
+        with self._tracker.budget_scope():
+            leftover = self._unsaved_network + (
+                self._traffic.drain(faults, final=True) if self._tracker.tabs else []
+            )
         end = SessionEnd(
             task=_json_safe(self.task),
             probe=self._evaluations.probe,
@@ -385,6 +416,7 @@ class CDPSessionLogger:
             instance_id=instance_id,
             final_answer=final_answer,
             rewards=self._rewards,
+            settling=settling,
             faults=faults,
         )
         if self._redactor is not None:
@@ -397,6 +429,34 @@ class CDPSessionLogger:
             self._unsaved_network = leftover
             raise CaptureError(f"cannot write session {final_path}: {exc}") from exc
         return self.saved_path
+
+    def _settle(self, faults: list[CaptureFault]) -> dict[str, Settling]:
+        """The last step's scripted documents read again once the evaluator's wait after their load
+        has passed (waiting for that, at most ``EVALUATOR_WAIT_MS``, once per session): whether a
+        fresh load of them shows what the last step captured (``SessionEnd.settling``)."""
+        last = self.last_step
+        if last is None:
+            return {}
+        waiting: list[tuple[Tab, Settling]] = []
+        for tab in list(self._tracker.tabs.values()):
+            captured = next((t.settling for t in last.tabs if t.tab_id == tab.tab_id), None)
+            if captured is None or captured.load_ms is None or self._tracker.is_crashed(tab):
+                continue
+            if tab.traffic == "agent" and not tab.page.is_closed():
+                waiting.append((tab, captured))
+        if not waiting:
+            return {}
+        wait = max(c.load_ms + EVALUATOR_WAIT_MS - c.age_ms for _, c in waiting if c.load_ms is not None)
+        wait = wait - (time.time() - last.timestamp) * 1000 + 50
+        if wait > 0:
+            time.sleep(min(wait, EVALUATOR_WAIT_MS + 50) / 1000)
+        found: dict[str, Settling] = {}
+        for tab, captured in waiting:
+            with as_fault(faults, "settling", tab.tab_id):
+                now = state.read_settling(tab.cdp, None, tab.worlds)
+                if now.time_origin == captured.time_origin:
+                    found[tab.tab_id] = now
+        return found
 
     @_in_browser_thread
     def run_evaluation_probe(

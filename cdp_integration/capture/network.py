@@ -49,6 +49,8 @@ _EVENTS = (
     "requestServedFromCache",
     "loadingFinished",
     "loadingFailed",
+    "webSocketCreated",
+    "webSocketClosed",
 )
 
 
@@ -100,9 +102,27 @@ def _post_data(request: dict[str, Any]) -> tuple[str | None, bool]:
 class NetworkRecorder:
     """Collects network events from any number of tabs; ``drain()`` returns finished exchanges."""
 
-    def __init__(self, *, bodies: BodyPolicy = "documents", max_body_bytes: int = 5_000_000) -> None:
+    def __init__(
+        self,
+        *,
+        bodies: BodyPolicy = "documents",
+        max_body_bytes: int = 5_000_000,
+        resource_types: tuple[str, ...] = (),
+    ) -> None:
         self.bodies = bodies
         self.max_body_bytes = max_body_bytes
+        self.resource_types = resource_types
+        """CDP resource types whose bodies are read too (the logger's ``page_resources``): such a
+        request is kept until it finishes (or the final drain), and its body read from the tab's
+        network buffer then, so the capture neither waits for it nor fetches it again."""
+        self._open: dict[str, set[str]] = {}
+        """Request ids started and not finished, per tab."""
+        self._sockets: dict[str, set[str]] = {}
+        """Open websockets, per tab."""
+        self.seen_urls: set[str] = set()
+        """URLs of requests of ``resource_types`` this recorder has seen start."""
+        self.stored_urls: set[str] = set()
+        """URLs whose ``resource_types`` body the session holds already: not read again."""
         self._events: list[tuple[str, str, dict[str, Any], TrafficOrigin]] = []
         self._chains: dict[tuple[str, str], _Chain] = {}
         self._order: list[tuple[str, str]] = []
@@ -131,6 +151,15 @@ class NetworkRecorder:
         return chain
 
     def _apply(self, name: str, tab_id: str, p: dict[str, Any], traffic: TrafficOrigin) -> None:
+        request_id = p.get("requestId", "")
+        if name.startswith("webSocket"):
+            sockets = self._sockets.setdefault(tab_id, set())
+            (sockets.add if name == "webSocketCreated" else sockets.discard)(request_id)
+            return
+        if name == "requestWillBeSent":
+            self._open.setdefault(tab_id, set()).add(request_id)
+        elif name in ("loadingFinished", "loadingFailed"):
+            self._open.get(tab_id, set()).discard(request_id)
         chain = self._chain(tab_id, p.get("requestId", ""), traffic)
         last = chain.hops[-1] if chain.hops else None
         if name == "requestWillBeSent":
@@ -184,6 +213,13 @@ class NetworkRecorder:
         )
 
     def _ready(self, chain: _Chain, final: bool) -> bool:
+        if (
+            chain.hops
+            and not chain.done
+            and not final
+            and chain.hops[-1].resource_type in self.resource_types
+        ):
+            return False
         if final or chain.drains_waited >= 1:
             return bool(chain.hops)
         if not chain.done:
@@ -203,6 +239,8 @@ class NetworkRecorder:
         events, self._events = self._events, []
         for name, tab_id, params, traffic in events:
             self._apply(name, tab_id, params, traffic)
+            if name == "requestWillBeSent" and params.get("type") in self.resource_types:
+                self.seen_urls.add(params["request"].get("url", ""))
         exchanges: list[NetworkExchange] = []
         faults: list[CaptureFault] = []
         remaining: list[tuple[str, str]] = []
@@ -226,9 +264,23 @@ class NetworkRecorder:
         self._order = remaining
         return exchanges, faults
 
+    def pending(self, tab_id: str) -> tuple[int, int]:
+        """``(requests, websockets)`` of the tab open as of the last drain."""
+        return len(self._open.get(tab_id, ())), len(self._sockets.get(tab_id, ()))
+
+    def in_flight(self) -> set[str]:
+        """URLs of requests of ``resource_types`` started and not finished yet."""
+        return {
+            chain.hops[-1].request.get("url", "")
+            for chain in self._chains.values()
+            if chain.hops and not chain.done and chain.hops[-1].resource_type in self.resource_types
+        }
+
     def _wants_body(self, hop: _Hop) -> bool:
         if self.bodies == "all":
             return True
+        if hop.resource_type in self.resource_types:
+            return hop.request.get("url", "") not in self.stored_urls
         return self.bodies == "documents" and hop.resource_type == "Document"
 
     def _body(self, cdp: Any, chain: _Chain, faults: list[CaptureFault]) -> tuple[str | None, bool]:

@@ -35,6 +35,7 @@ class CaptureOptions:
     record_evaluations: bool = True
     redact: bool | RedactionPolicy = False
     cdp_timeout_ms: float = 30_000
+    stall_budget_ms: float = 2_000
 
     def header(self) -> dict[str, Any]:
         """The header's ``options`` record (file format: these keys, ``redacted`` only when redacting)."""
@@ -53,6 +54,7 @@ class CaptureOptions:
             "compresslevel": self.compresslevel,
             "record_evaluations": self.record_evaluations,
             "cdp_timeout_ms": self.cdp_timeout_ms,
+            "stall_budget_ms": self.stall_budget_ms,
         }
         if self.redact:
             record["redacted"] = True

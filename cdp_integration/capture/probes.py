@@ -25,12 +25,17 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from cdp_integration.capture.deadline import bounded
 from cdp_integration.capture.faults import as_fault
 from cdp_integration.interception import HttpRequest, HttpResponse, intercept_http
 from cdp_integration.session.models import CaptureFault, Evaluation, EvaluatorCall, HttpCall, TabState
 from cdp_integration.webarena import use_site_urls, webarena_config_file
 
 __all__ = ["EpisodeEvaluations", "EvaluationRecorder", "build_trajectory", "webarena_config_file"]
+
+
+_SNAPSHOT_TIMEOUT_MS = 10_000
+"""Deadline of each read of an evaluator page's title and HTML (a frozen page never answers)."""
 
 
 def _jsonable(value: Any) -> Any:
@@ -81,9 +86,9 @@ class EvaluationRecorder:
                 TabState(
                     tab_id=f"evaluator-{index}",
                     url=page.url,
-                    title=page.title(),
+                    title=bounded(page, "title", timeout_ms=_SNAPSHOT_TIMEOUT_MS),
                     active=False,
-                    html=page.content(),
+                    html=bounded(page, "content", timeout_ms=_SNAPSHOT_TIMEOUT_MS),
                 )
             )
 

@@ -16,7 +16,14 @@ from cdp_integration.capture.marking import restore_attributes
 from cdp_integration.capture.options import CaptureOptions
 from cdp_integration.capture.tabs import Tab, TabTracker
 from cdp_integration.errors import CaptureError
-from cdp_integration.session.models import CaptureFault, Cookie, MarkedAttributes, PageResource, TabState
+from cdp_integration.session.models import (
+    CaptureFault,
+    Cookie,
+    MarkedAttributes,
+    NetworkExchange,
+    PageResource,
+    TabState,
+)
 
 __all__ = ["StateReader"]
 
@@ -68,7 +75,7 @@ class StateReader:
             faults.append(fault("tab", exc, tab.tab_id))
             self.tracker.drop(tab)
             with contextlib.suppress(Exception):  # the page may be gone too: then url and title stay empty
-                url, title = tab.page.url, tab.page.title()
+                url, title = tab.page.url, self.tracker.budget.call(tab.page, "title")
             return TabState(tab_id=tab.tab_id, url=url, title=title, active=active)
         url, title = info.get("url", ""), info.get("title", "")
         fields: dict[str, Any] = {"dom_snapshot_source": "observation" if observed_dom is not None else "cdp"}
@@ -98,6 +105,7 @@ class StateReader:
                         ),
                     )
                 )
+            reads.append(("settling", lambda: state.read_settling(tab.cdp, tab.frame_tree, tab.worlds)))
             if options.cssom_styles:
                 reads.append(
                     ("cssom_styles", lambda: state.read_cssom_styles(tab.cdp, tab.frame_tree, tab.worlds))
@@ -142,20 +150,53 @@ class StateReader:
                         result[origin] = state.read_storage(tab.cdp, origin, local=True)
         return result
 
-    def new_resources(self, tabs: list[Tab], faults: list[CaptureFault]) -> list[PageResource]:
-        """Bodies of the tabs' subresources (``page_resources`` types) this session has not stored yet.
+    def new_resources(
+        self, tabs: list[Tab], faults: list[CaptureFault], network: list[NetworkExchange]
+    ) -> tuple[list[PageResource], list[NetworkExchange]]:
+        """Bodies of the tabs' subresources (``page_resources`` types) this session has not stored
+        yet, and ``network`` without the bodies it only carried for them.
 
-        Read from the renderer's own copy, so a stylesheet served from cache or loaded before the
-        logger attached is there too. A URL is read once per session.
+        Read once per URL, never fetched again and never waited for: a subresource the network
+        capture saw is taken from its exchange once it has finished (a later capture, if it is still
+        loading now); one loaded before the logger attached is read from the renderer's own copy
+        (``Page.getResourceContent``) within the capture's stall budget.
         """
         found: list[PageResource] = []
         types = self.options.page_resources
-        for tab in tabs if types else ():
+        if not types:
+            return found, network
+        keep_bodies = self.options.response_bodies == "all"
+        kept: list[NetworkExchange] = []
+        for exchange in network:
+            response = exchange.response
+            if exchange.request.resource_type not in types or response is None or response.body is None:
+                kept.append(exchange)
+                continue
+            url = exchange.request.url
+            if url not in self.resource_urls and 200 <= response.status < 300 and url.startswith(_WEB):
+                self.resource_urls.add(url)
+                found.append(
+                    PageResource(
+                        url=url,
+                        type=exchange.request.resource_type,
+                        mime_type=response.mime_type,
+                        body=response.body,
+                        body_base64=response.body_base64,
+                    )
+                )
+            if not keep_bodies:
+                exchange = exchange.model_copy(
+                    update={"response": response.model_copy(update={"body": None, "body_base64": False})}
+                )
+            kept.append(exchange)
+        recorder = self.tracker.network
+        from_network = recorder.seen_urls
+        for tab in tabs:
             if self.tracker.is_crashed(tab):
                 continue
             with as_fault(faults, "resources", tab.tab_id):
                 for frame_id, url, kind, mime in state.read_page_resources(tab.cdp, types, tab.frame_tree):
-                    if url in self.resource_urls or not url.startswith(("http://", "https://")):
+                    if url in self.resource_urls or url in from_network or not url.startswith(_WEB):
                         continue
                     if not tab.page_enabled:
                         tab.cdp.send("Page.enable")
@@ -167,7 +208,10 @@ class StateReader:
                             url=url, type=kind, mime_type=mime, body=body, body_base64=base64_encoded
                         )
                     )
-        return found
+        return found, kept
+
+
+_WEB = ("http://", "https://")
 
 
 def _unmark(fields: dict[str, Any], restored: list[dict[str, Any]]) -> None:

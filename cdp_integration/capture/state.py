@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from cdp_integration.capture.html import IncrementalHtml, read_full_html
 from cdp_integration.errors import CaptureError
-from cdp_integration.session.models import Cookie, CSSOMStyle, FormControlState, FrameState
+from cdp_integration.session.models import Cookie, CSSOMStyle, FormControlState, FrameState, Settling
 
 __all__ = [
     "read_accessibility_tree",
@@ -385,6 +385,58 @@ def read_form(
     found = _evaluate_isolated(cdp, _FORM_STATE, "form state", tree, worlds) or {}
     controls = [FormControlState.model_validate(item) for item in found.get("controls") or []]
     return controls, list(found.get("restored") or [])
+
+
+SETTLING_WORLD_SCRIPT = """(() => {
+  if (globalThis.__cdpSettling) return;
+  const ignored = new Set(["bid", "browsergym_visibility_ratio", "browsergym_set_of_marks", "value", "checked",
+                           "aria-roledescription", "aria-description"]);
+  const state = globalThis.__cdpSettling = {from: performance.now(), changes: [], full: null, input: -1e9};
+  for (const type of ["pointerdown", "mousedown", "click", "keydown", "input", "change", "wheel", "touchstart"]) {
+    addEventListener(type, (e) => { if (e.isTrusted) state.input = performance.now(); }, true);
+  }
+  const note = (records) => {
+    if (!records.some((r) => r.type !== "attributes" || !ignored.has(r.attributeName))) return;
+    const t = performance.now();
+    if (t - state.input < 150) return;
+    const spans = state.changes, last = spans[spans.length - 1];
+    if (last && t - last[1] < 100) last[1] = t;
+    else if (spans.length < 200) spans.push([t, t]);
+    else if (state.full === null) state.full = t;
+  };
+  new MutationObserver(note).observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
+})()"""
+"""Runs in the logger's isolated world of every new document of a followed tab (and of the current
+one when the tab is attached): records when the page's DOM changes by itself. Left out: BrowserGym's
+marking attributes (it writes them at every observation) and changes within 150 ms of a trusted
+input event (the agent's own click or typing, which a fresh load does not replay; a change the
+page makes later, even in answer to it, counts). The page's scripts cannot see or alter it."""
+
+_SETTLING = """(() => {
+  const s = globalThis.__cdpSettling || null;
+  const nav = performance.getEntriesByType("navigation")[0];
+  return {time_origin: performance.timeOrigin, age_ms: performance.now(),
+          load_ms: nav && nav.loadEventEnd > 0 ? nav.loadEventEnd : null,
+          observed_from_ms: s ? s.from : null, changes: s ? s.changes : [],
+          changes_complete_until_ms: s ? s.full : null};
+})()"""
+
+
+def watch_settling(cdp: Any) -> None:
+    """Record, from now on, when each document of the tab changes by itself (``SETTLING_WORLD_SCRIPT``).
+    Needs ``Page.enable`` (for documents created later)."""
+    cdp.send(
+        "Page.addScriptToEvaluateOnNewDocument",
+        {"source": SETTLING_WORLD_SCRIPT, "worldName": "cdp-integration", "runImmediately": True},
+    )
+
+
+def read_settling(
+    cdp: Any, tree: dict[str, Any] | None = None, worlds: dict[str, int] | None = None
+) -> Settling:
+    """The document's load time, age and the spans in which it changed (``Settling``; requests and
+    websockets pending are the network recorder's, filled in by the logger)."""
+    return Settling.model_validate(_evaluate_isolated(cdp, _SETTLING, "settling", tree, worlds))
 
 
 def remember_marked_attributes(cdp: Any, worlds: dict[str, int], *, phase: str) -> None:

@@ -8,13 +8,15 @@ crashed renderers, and at each capture finds the live tabs and the agent's activ
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from cdp_integration.capture import state
+from cdp_integration.capture.deadline import StallBudget, bounded
 from cdp_integration.capture.faults import as_fault
 from cdp_integration.capture.html import IncrementalHtml
 from cdp_integration.capture.network import NetworkRecorder
@@ -26,36 +28,58 @@ _NETWORK_BUFFERS = {"maxTotalBufferSize": 100_000_000, "maxResourceBufferSize": 
 
 
 class TimedCDP:
-    """A tab's CDP session whose commands give up after ``timeout_ms`` (Playwright's wait forever).
+    """A tab's CDP session whose commands give up at a deadline (Playwright's would wait forever).
 
-    A hung or crashed renderer never answers: without a limit it would block the capture, and with
-    it the agent's episode. After one timeout the tab's renderer is taken as unresponsive until
-    ``reset()`` (the next capture): its other commands fail at once instead of each waiting the
-    full time. ``Target.*`` and ``Browser.*`` are answered by the browser process and still sent.
+    A hung, frozen or crashed renderer never answers: without a limit it would block the capture,
+    and with it the agent's episode. Liveness first, then patience: until the renderer has answered
+    a command in this capture, a command waits at most what is left of the capture's stall budget
+    (``budget()``); once it has answered, it is working, and a command may take ``timeout_ms`` (a
+    large page's snapshot on a loaded machine). After one timeout the renderer is taken as
+    unresponsive until ``reset()`` (the next capture): its other commands fail at once.
+    ``Target.*`` and ``Browser.*`` are answered by the browser process and still sent.
     """
 
-    def __init__(self, session: Any, timeout_ms: float) -> None:
+    def __init__(
+        self, session: Any, timeout_ms: float, budget: Callable[[], StallBudget] | None = None
+    ) -> None:
         self.session = session
         self.timeout_ms = timeout_ms
+        self.budget = budget
         self.timed_out: str | None = None
+        self.answered = False
+        """The renderer answered a command since the last ``reset()``."""
 
     def send(self, method: str, params: dict[str, Any] | None = None) -> Any:
-        if self.timed_out is not None and not method.startswith(("Target.", "Browser.")):
+        browser_side = method.startswith(("Target.", "Browser."))
+        if self.timed_out is not None and not browser_side:
             raise TimeoutError(f"{method} not sent: {self.timed_out} timed out in this capture")
+        budget = self.budget() if self.budget is not None else None
+        patient = self.answered or budget is None
+        limit = self.timeout_ms if patient or budget is None else budget.liveness_ms(self.timeout_ms)
+        started = time.monotonic()
         try:
-            return self.session.send(method, params, timeout=self.timeout_ms)
+            result = self.session.send(method, params, timeout=limit)
         except PlaywrightTimeoutError:
-            self.timed_out = method
+            if not browser_side:
+                self.timed_out = method
+            if budget is not None and not patient:
+                budget.spend((time.monotonic() - started) * 1000)
             raise
+        if not browser_side:
+            self.answered = True
+        return result
 
     def reset(self) -> None:
         self.timed_out = None
+        self.answered = False
 
     def on(self, event: str, handler: Callable[[Any], None]) -> None:
         self.session.on(event, handler)
 
     def detach(self) -> None:
-        self.session.detach()
+        """Close the session; a crashed or frozen tab's detach never answers, so it has a deadline too."""
+        limit = self.budget().liveness_ms(self.timeout_ms) if self.budget is not None else self.timeout_ms
+        bounded(self.session, "detach", timeout_ms=limit)
 
 
 @dataclass
@@ -91,11 +115,16 @@ class TabTracker:
         faults: list[CaptureFault],
         *,
         cdp_timeout_ms: float,
+        stall_budget_ms: float = 2_000,
         frame_tree_resources: bool = False,
     ) -> None:
         self.network = network
         self.faults = faults
         self.cdp_timeout_ms = cdp_timeout_ms
+        self.stall_budget_ms = stall_budget_ms
+        self.in_scope = False
+        self.budget = self.new_budget()
+        """What the current capture (or attach) may still lose to calls that never answer."""
         self.frame_tree_resources = frame_tree_resources
         """Read frame trees with their subresources (``Page.getResourceTree``), for a logger storing some."""
         self.context_events: Mapping[str, Callable[[Any], None]] = {}
@@ -127,16 +156,44 @@ class TabTracker:
         with as_fault(self.faults, "attach"):
             self.attach(page)
 
+    def new_budget(self) -> StallBudget:
+        """A fresh stall budget; one waiting Playwright call may use half of it."""
+        return StallBudget(self.stall_budget_ms, cap_ms=self.stall_budget_ms / 2)
+
     def attach(self, page: Any) -> None:
+        """Follow ``page`` over a CDP session of its own. Runs inside the caller's Playwright call
+        when a tab opens (the ``page`` event), so it has a stall budget of its own."""
         if page in self.tabs or page.is_closed():
             return
-        cdp = TimedCDP(page.context.new_cdp_session(page), self.cdp_timeout_ms)
+        if self.in_scope:
+            self._attach(page)
+            return
+        with self.budget_scope():
+            self._attach(page)
+
+    @contextlib.contextmanager
+    def budget_scope(self) -> Iterator[StallBudget]:
+        """A block (one capture, one attach, one marking) whose waiting calls share one fresh stall budget."""
+        outer, was_in_scope = self.budget, self.in_scope
+        self.budget, self.in_scope = self.new_budget(), True
+        try:
+            yield self.budget
+        finally:
+            self.budget, self.in_scope = outer, was_in_scope
+
+    def _attach(self, page: Any) -> None:
+        session = self.budget.call(page.context, "new_cdp_session", page, cap_ms=self.stall_budget_ms)
+        cdp = TimedCDP(session, self.cdp_timeout_ms, lambda: self.budget)
         page.on("crash", self._on_crash)
         tab_id = state.read_target_info(cdp)["targetId"]
         tab = Tab(page=page, cdp=cdp, tab_id=tab_id, traffic=self.traffic)
         self.network.listen(cdp, tab_id, lambda: tab.traffic)
         cdp.send("Network.enable", _NETWORK_BUFFERS)
         self.tabs[page] = tab
+        with as_fault(self.faults, "settling", tab_id):
+            cdp.send("Page.enable")
+            tab.page_enabled = True
+            state.watch_settling(cdp)
         if self.browser_version is None:
             version = cdp.send("Browser.getVersion")
             self.browser_version = version.get("product")
@@ -235,9 +292,12 @@ class TabTracker:
 
     def detach(self) -> None:
         """Close the CDP sessions and stop listening to the contexts (the pages stay open)."""
-        for tab in list(self.tabs.values()):
-            with contextlib.suppress(Exception):  # a session that cannot detach is gone already
-                tab.cdp.detach()
+        with self.budget_scope():
+            for tab in list(self.tabs.values()):
+                if tab.page in self.crashed:
+                    continue  # its session ends with the renderer; a detach would never be answered
+                with contextlib.suppress(Exception):  # a session that cannot detach is gone already
+                    tab.cdp.detach()
         self.tabs.clear()
         for context in self.contexts:
             with contextlib.suppress(Exception):  # a closed context emits nothing more anyway

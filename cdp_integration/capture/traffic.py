@@ -9,7 +9,6 @@ recorded the same method and URL in the same drain.
 from __future__ import annotations
 
 import base64
-import contextlib
 import time
 import uuid
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from urllib.parse import urldefrag
 
 from playwright.sync_api import Error as PlaywrightError
 
+from cdp_integration.capture.deadline import CaptureTimeout
 from cdp_integration.capture.faults import as_fault, fault
 from cdp_integration.capture.network import BodyPolicy, NetworkRecorder
 from cdp_integration.capture.tabs import TabTracker
@@ -79,7 +79,7 @@ class TrafficRecorder:
         seen = {(e.request.method, urldefrag(e.request.url).url) for e in exchanges}
         for item in early:
             try:
-                exchange = self._exchange(item)
+                exchange = self._exchange(item, faults)
             except Exception as exc:  # this request is lost, the others are still recorded
                 faults.append(fault("network.early", exc))
                 continue
@@ -88,7 +88,10 @@ class TrafficRecorder:
         exchanges.sort(key=lambda e: e.started)
         return exchanges
 
-    def _exchange(self, item: EarlyRequest) -> NetworkExchange:
+    def _exchange(self, item: EarlyRequest, faults: list[CaptureFault]) -> NetworkExchange:
+        """The exchange of an early request. Its wire headers and body are waited for within the
+        capture's stall budget; a missed deadline keeps the provisional headers (or no body) and is
+        a fault naming the request."""
         request = item.request
         tabs = self.tracker.tabs
         try:
@@ -101,18 +104,13 @@ class TrafficRecorder:
         response = item.response
         response_info = None
         if response is not None:
-            response_headers = _wire_or_provisional(response)
+            response_headers = self._wire_or_provisional(response, faults)
             redirect = request.redirected_to
             body: tuple[str | None, bool] = (None, False)
             if redirect is None and (
                 self.bodies == "all" or (self.bodies == "documents" and request.resource_type == "document")
             ):
-                with contextlib.suppress(PlaywrightError):  # the body is gone with its tab
-                    raw = response.body()
-                    try:
-                        body = (raw.decode(), False)
-                    except UnicodeDecodeError:
-                        body = (base64.b64encode(raw).decode(), True)
+                body = self._body(response, faults)
             response_info = ResponseInfo(
                 body=body[0],
                 body_base64=body[1],
@@ -122,7 +120,7 @@ class TrafficRecorder:
                 redirect_url=redirect.url if redirect is not None else None,
                 mime_type=response_headers.get("content-type", "").split(";")[0],
             )
-        headers = _wire_or_provisional(request)
+        headers = self._wire_or_provisional(request, faults)
         return NetworkExchange(
             request_id=f"pw-{uuid.uuid4().hex[:12]}",
             tab_id=tab.tab_id if tab else None,
@@ -141,12 +139,32 @@ class TrafficRecorder:
             error=request.failure,
         )
 
+    def _body(self, response: Any, faults: list[CaptureFault]) -> tuple[str | None, bool]:
+        """An early response's body (waits for the response to end: within the stall budget)."""
+        try:
+            raw: bytes = self.tracker.budget.call(response, "body")
+        except PlaywrightError:  # the body is gone with its tab
+            return None, False
+        except CaptureTimeout as exc:
+            faults.append(fault("network.early.body", CaptureTimeout(f"{response.url}: {exc}")))
+            return None, False
+        try:
+            return raw.decode(), False
+        except UnicodeDecodeError:
+            return base64.b64encode(raw).decode(), True
 
-def _wire_or_provisional(message: Any) -> dict[str, str]:
-    """A Playwright request's or response's wire headers; they need a round trip that fails once the
-    tab is closed, so fall back to the headers already at hand."""
-    try:
-        headers: dict[str, str] = message.all_headers()
-    except PlaywrightError:
-        headers = message.headers
-    return headers
+    def _wire_or_provisional(self, message: Any, faults: list[CaptureFault]) -> dict[str, str]:
+        """A Playwright request's or response's wire headers, else the provisional headers at hand.
+
+        The wire headers wait for CDP's extra-info event, which Chromium does not always send (a
+        stylesheet of a popup its opener wrote): they are waited for within the stall budget, and a
+        missed deadline is a fault. A closed tab's fail at once.
+        """
+        try:
+            headers: dict[str, str] = self.tracker.budget.call(message, "all_headers")
+        except PlaywrightError:
+            return dict(message.headers)
+        except CaptureTimeout as exc:
+            faults.append(fault("network.early.headers", CaptureTimeout(f"{message.url}: {exc}")))
+            return dict(message.headers)
+        return headers

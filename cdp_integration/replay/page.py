@@ -36,7 +36,15 @@ from cdp_integration.errors import ReconstructedAnswerError, ReplayMissError, Sa
 from cdp_integration.replay.guard import captured_scripts, guarded_evaluate, settle, unstyled_stylesheets
 from cdp_integration.replay.offline import ReplayDocument, Resource, offline_browser
 from cdp_integration.replay.recorded import CallBook, nearest
-from cdp_integration.session.models import Cookie, Evaluation, EvaluatorCall, NetworkExchange, Step, TabState
+from cdp_integration.session.models import (
+    EVALUATOR_WAIT_MS,
+    Cookie,
+    Evaluation,
+    EvaluatorCall,
+    NetworkExchange,
+    Step,
+    TabState,
+)
 
 if TYPE_CHECKING:
     from cdp_integration.session.store import Session
@@ -437,11 +445,11 @@ class MockBrowserContext(BrowserContext):
             self._refused[url] = f"the open tab {tab.tab_id} shows {tab.url}, but {reason}"
             return None
         if first_step == self._position:
-            return tab
+            return self._settled(tab, self._position, url)
         first = next(t for t in self._session.steps[first_step].tabs if t.tab_id == tab.tab_id)
         now, then = self._render(tab), self._render(first)
         if now == then:
-            return tab
+            return self._settled(tab, self._position, url) or self._settled(first, first_step, url)
         changed = (
             _first_difference(then[0], now[0]) if then[0] != now[0] else "its frames or CSSOM styles differ"
         )
@@ -459,7 +467,73 @@ class MockBrowserContext(BrowserContext):
         if drift is not None:
             self._refused[url] = f"{prefix}, and {drift}, so that capture is not what a fresh load shows now"
             return None
-        return first
+        return self._settled(first, first_step, url)
+
+    def _settled(self, tab: TabState, position: int, url: str) -> TabState | None:
+        """``tab`` (captured at step ``position``, on a page that runs scripts) if it shows what the
+        page showed when the evaluator reads a fresh load (``EVALUATOR_WAIT_MS`` after its load
+        event), else None (the reason goes into the miss).
+
+        A page that fills itself after load (timers, fetch, polling, websockets) shows something
+        else then than a capture taken right after its load, and the scripts-off sandbox cannot
+        run it forward. So the page must not have changed by itself between the capture and the
+        evaluator's read: known from the capture's own record (``TabState.settling``) when it was
+        taken after that moment, or from a later capture of the same document that was. A capture
+        without that record (a session of an earlier version) answers as before.
+        """
+        settling = tab.settling
+        if settling is None:
+            return tab
+        where = (
+            f"the open tab {tab.tab_id} at {tab.url} (captured at step {self._session.steps[position].index})"
+        )
+        if settling.load_ms is None:
+            self._refused[url] = (
+                f"{where} was still loading when captured: a fresh load shows the page after its load"
+            )
+            return None
+        read_at = settling.load_ms + EVALUATOR_WAIT_MS
+        evidence = settling
+        for step in self._session.steps[position + 1 : self._position + 1]:
+            later = next((t.settling for t in step.tabs if t.tab_id == tab.tab_id and t.settling), None)
+            if later is not None and later.time_origin == settling.time_origin:
+                evidence = later
+        end = self._session.end
+        if end is not None and self._position == len(self._session.steps) - 1:
+            at_save = end.settling.get(tab.tab_id)
+            if at_save is not None and at_save.time_origin == settling.time_origin:
+                evidence = at_save
+        captured = settling.age_ms
+        since, until = min(captured, read_at), max(captured, read_at)
+        pending = (
+            f" ({settling.pending_requests} request(s) pending, {settling.open_websockets} websocket(s) open then)"
+            if settling.pending_requests or settling.open_websockets
+            else ""
+        )
+        if evidence.age_ms < read_at:
+            self._refused[url] = (
+                f"{where} was captured {captured - settling.load_ms:.0f} ms after its load{pending}, and no capture "
+                f"of that document shows it still unchanged {EVALUATOR_WAIT_MS} ms after the load, when the "
+                "evaluator reads a fresh load: a page that runs scripts may fill itself in by then (timers, "
+                "fetch, polling, websockets), which the offline sandbox cannot reproduce"
+            )
+            return None
+        if evidence.observed_from_ms is None or evidence.observed_from_ms > since:
+            self._refused[url] = f"{where}: its page's changes were not recorded from before that capture"
+            return None
+        incomplete = evidence.changes_complete_until_ms
+        changed = [end for start, end in evidence.changes if end > since and start <= until]
+        if incomplete is not None and incomplete <= until:
+            changed.append(incomplete)
+        if changed:
+            self._refused[url] = (
+                f"{where} was captured {captured - settling.load_ms:.0f} ms after its load{pending}, but the page "
+                f"changed by itself {min(changed) - settling.load_ms:.0f} ms after the load, between that capture "
+                f"and the evaluator's read of a fresh load {EVALUATOR_WAIT_MS} ms after it: content arriving after "
+                "load (timers, fetch, polling, websockets) that the offline sandbox cannot reproduce"
+            )
+            return None
+        return tab
 
     def _render(self, tab: TabState) -> tuple[Any, ...]:
         key = id(tab)

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SkipValidation
 
 __all__ = [
+    "EVALUATOR_WAIT_MS",
     "FORMAT_VERSION",
     "CSSOMStyle",
     "CaptureFault",
@@ -29,6 +30,7 @@ __all__ = [
     "ResponseInfo",
     "SessionEnd",
     "SessionHeader",
+    "Settling",
     "Step",
     "TabState",
     "TrafficOrigin",
@@ -37,8 +39,8 @@ __all__ = [
 FORMAT_VERSION = 3
 """Bumped on any change a reader of the previous version could misread. 2: chunked HTML and DOM
 snapshots (blob ``kind``), captured stylesheets (``Step.resources``). 3: form state
-(``TabState.form_state``); later, additively, ``TabState.marked_attributes`` (a file without it reads
-as before; a reader that predates it refuses the field, never misreads it). Formats 1 and 2 still read."""
+(``TabState.form_state``); later, additively, ``TabState.marked_attributes`` and ``TabState.settling``
+(a file without them reads as before; a reader that predates it refuses the field, never misreads it). Formats 1 and 2 still read."""
 
 TrafficOrigin = Literal["agent", "evaluator"]
 """Who caused a request: the agent's episode, or the live evaluator's own tabs during ``validate()``."""
@@ -175,6 +177,37 @@ class PageResource(_Record):
     body_base64: bool = False
 
 
+EVALUATOR_WAIT_MS = 3_000
+"""How long after a fresh load's load event the WebArena evaluator reads the page (``time.sleep(3)``)."""
+
+
+class Settling(_Record):
+    """Whether a tab's document was still changing by itself, read at capture (times in ms since the
+    document's navigation start, the page's own ``performance.now()`` clock).
+
+    A fresh load of the URL is read by the evaluator a fixed wait after its load event; a capture
+    answers it only if the page showed the same then (``MockBrowserContext.fresh_load``).
+    """
+
+    time_origin: float
+    """``performance.timeOrigin``: which document (two captures of one document share it)."""
+    age_ms: float
+    """When the capture read the document."""
+    load_ms: float | None = None
+    """The end of its load event; None while it was still loading."""
+    observed_from_ms: float | None = None
+    """Since when its DOM changes are recorded (the document's start, or when the logger attached);
+    None: not recorded."""
+    changes: list[tuple[float, float]] = []
+    """Spans in which the page's DOM changed by itself (not BrowserGym's marking, not within 150 ms
+    of the agent's input), merged when less than 100 ms apart."""
+    changes_complete_until_ms: float | None = None
+    """Beyond this time ``changes`` is incomplete (too many spans); None: complete."""
+    pending_requests: int = 0
+    """The tab's requests started and not finished (XHR, fetch, long polls, subresources)."""
+    open_websockets: int = 0
+
+
 class TabState(_Record):
     """An open tab at capture time. DOM fields are captured for every tab (``dom`` option)."""
 
@@ -202,6 +235,8 @@ class TabState(_Record):
     marked_attributes: list[MarkedAttributes] = []
     """On a page BrowserGym marked: the ``value``/``checked`` attributes its marking wrote where the
     page's own (in ``html``) differ; replayed on the page as the agent left it, never on a fresh load."""
+    settling: Settling | None = None
+    """Whether the document was still changing by itself; None in sessions of earlier versions."""
 
 
 class RequestInfo(_Record):
@@ -375,4 +410,7 @@ class SessionEnd(_Record):
     """Traffic that completed after the last step was captured (e.g. a final form POST)."""
     probe: Evaluation | None = None
     """The end-of-episode evaluator run on the final state, when the last step had none."""
+    settling: dict[str, Settling] = {}
+    """Per tab id: the last step's documents read again when the session was saved, once the
+    evaluator's wait after their load had passed (what a fresh load of them would show by then)."""
     faults: list[CaptureFault] = []

@@ -236,6 +236,7 @@ class EpisodeProbe:
         self.max_controls = max_controls
         self.asked: list[tuple[Question, Any]] = []
         self.urls_seen: list[str] = []
+        self.fresh_delay_ms = 0.0
         self.seconds = 0.0
         """Time spent asking, live and offline (what the checker adds to an episode)."""
 
@@ -253,6 +254,7 @@ class EpisodeProbe:
         phases: Iterable[Callable[[], AbstractContextManager[Any]]] = (),
         fresh: bool = True,
         fresh_wait: str = "load",
+        fresh_delay_ms: float = 0,
     ) -> None:
         """Survey every tab of ``page``'s context and answer the questions on the live pages now.
 
@@ -261,9 +263,11 @@ class EpisodeProbe:
         and its questions are not judged (verdict ``moved``). ``phases``: context-manager factories
         entered around the fresh loads (``logger.evaluation_phase``). ``fresh``: also load every URL seen
         so far in a new tab (twice, a clock second apart: what differs between two loads, a timestamp,
-        no replay can match) and ask questions there.
+        no replay can match) and ask questions there, ``fresh_delay_ms`` after the load (the evaluator's
+        wait, for pages that fill themselves in after their load).
         """
         started = time.perf_counter()
+        self.fresh_delay_ms = fresh_delay_ms
         try:
             self._ask_live(page, step, captured, phases, fresh, fresh_wait)
         finally:
@@ -334,6 +338,8 @@ class EpisodeProbe:
         tab = context.new_page()
         try:
             tab.goto(url, wait_until=wait)
+            if self.fresh_delay_ms:
+                tab.wait_for_timeout(self.fresh_delay_ms)
             if questions is None:
                 questions = self._questions(
                     tab, step, None, self._rng(step, url), self.fresh_per_url, url=url

@@ -42,6 +42,7 @@ def test_the_header_records_the_options_as_the_format_has_them(tmp_path: Path) -
         "compresslevel": 3,
         "record_evaluations": True,
         "cdp_timeout_ms": 30_000,
+        "stall_budget_ms": 2_000,
     }
     with pytest.raises(dataclasses.FrozenInstanceError):
         logger.options.dom = "all_tabs"  # type: ignore[misc]
