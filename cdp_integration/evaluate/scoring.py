@@ -119,6 +119,16 @@ class SessionScore:
         return asdict(self)
 
 
+def is_verified_config(config: Any) -> bool:
+    """Whether ``config`` is a task in WebArena-Verified's format (its ``eval`` lists evaluators)."""
+    evals = config.get("eval") if isinstance(config, Mapping) else None
+    return (
+        isinstance(evals, list)
+        and bool(evals)
+        and all(isinstance(e, dict) and "evaluator" in e for e in evals)
+    )
+
+
 def site_urls(session: Session) -> dict[str, str]:
     urls = session.task.get("site_urls")
     return {str(k).upper(): str(v) for k, v in urls.items()} if isinstance(urls, dict) else {}
@@ -353,6 +363,11 @@ def score_session_file(
 
         return verified_score_file(Path(path), {k: dict(v) for k, v in (configs or {}).items()})
     session = session or load_session(path)
+    if is_verified_config(session.task.get("config")):
+        # recorded in a ``webarena_verified`` task (BrowserGym 0.14): its live evaluator is Verified
+        from cdp_integration.evaluate.verified import verified_score_file
+
+        return verified_score_file(Path(path), {k: dict(v) for k, v in (configs or {}).items()})
     config: Mapping[str, Any] | None = None
     task_id = session.task.get("task_id")
     if configs and isinstance(task_id, int | str) and str(task_id).lstrip("-").isdigit():

@@ -483,8 +483,27 @@ def _live_rewards(session: Session) -> tuple[float | None, float | None]:
     return final, (max(finite) if finite else None)
 
 
+def _recorded_in_browsergym(session: Session) -> bool:
+    """Captured in a BrowserGym ``webarena_verified`` env, whose live reward is ``browsergym_reward``."""
+    return str(session.task.get("env_id") or "").startswith("browsergym/webarena_verified.")
+
+
+def browsergym_reward(result: VerifiedResult) -> float:
+    """The reward BrowserGym 0.14's ``webarena_verified`` tasks give for a Verified result: the mean of
+    the evaluators' scores (Verified's own score is all-or-nothing), its score when it has none."""
+    scores = [
+        float(entry["score"])
+        for entry in result.details.get("evaluators_results") or []
+        if isinstance(entry, dict) and isinstance(entry.get("score"), int | float)
+    ]
+    return sum(scores) / len(scores) if scores else result.score
+
+
 def verified_score_file(path: Path, configs: Mapping[int, dict[str, Any]] | None = None) -> dict[str, Any]:
     """Score one session file; the result dict of ``score_session_file`` (``batch.py`` writes it).
+
+    A session recorded in a BrowserGym ``webarena_verified`` env scores as BrowserGym rewards
+    (``browsergym_reward``), so that it compares with the live reward it recorded.
 
     ``configs``: task definitions by id. One in WebArena-Verified's format (its ``eval`` lists
     evaluators) is scored against as given; WebArena configs do not apply and are ignored. Raises
@@ -503,13 +522,14 @@ def verified_score_file(path: Path, configs: Mapping[int, dict[str, Any]] | None
         result = verified_score(session, task_id)
     live_reward, live_max = _live_rewards(session)
     errored = result.status == "error"
+    score = browsergym_reward(result) if _recorded_in_browsergym(session) else result.score
     return {
         "instance_id": session.instance_id,
         "task_id": task_id,
         "intent_template_id": result.details.get("intent_template_id"),
         "sites": list(result.details.get("sites") or []),
         "eval_types": ["webarena-verified"],
-        "score": None if errored else result.score,
+        "score": None if errored else score,
         "max_score": None,
         "live_reward": live_reward,
         "live_max": live_max,
