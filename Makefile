@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`. Both set up what is missing first.
-.PHONY: setup demo test test-webarena test-imports test-conformance check-fidelity check-wheel bench bench-webarena lint
+.PHONY: setup demo test test-webarena test-imports test-agentlab test-browser-use test-conformance check-fidelity check-wheel bench bench-webarena lint
 
 setup:
 	@scripts/setup.sh
@@ -36,6 +36,19 @@ test-imports: setup
 		tests/integration/test_imports.py tests/integration/test_import_agentlab.py
 	CDP_TEST_IMPORTS_FULL=1 .venv/bin/python -m pytest -q --durations=10 -s tests/integration/test_browser_use.py \
 		-k "imported_histories or offline_score"
+
+# BrowserGym 0.14.3 and AgentLab 0.4.2 live (.venv-bg014, scripts/setup_bg014.sh): a real AgentLab study of six
+# stand-in tasks (webarena and webarena_verified families) recorded by WEBARENA_CDP_LOGGING=true, scored offline
+# against AgentLab's live rewards, Verified on our HAR against Verified on BrowserGym's own trace (~4-6 min).
+test-agentlab: setup
+	scripts/setup_bg014.sh
+	CDP_TEST_AGENTLAB_BG014=1 .venv/bin/python -m pytest -q --durations=10 -s tests/integration/test_agentlab_bg014.py
+
+# browser-use's current release (0.13.x, .venv-bu013, scripts/setup_browser_use.sh) on the demo shop and the
+# WebArena stand-ins: captured over CDP, plain-HTTP HAR with wire headers, offline == live, imported histories.
+test-browser-use: setup
+	scripts/setup_browser_use.sh
+	.venv-bu013/bin/python -m pytest -q --durations=10 tests/integration/test_browser_use.py
 
 # The conformance suite on its four real applications with every task, the opt-in ones too (issue 19).
 test-conformance: setup

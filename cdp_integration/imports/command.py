@@ -37,8 +37,19 @@ __all__ = ["import_command"]
     show_default=True,
     help="Replace secrets (passwords in form posts, session cookies, tokens) as `cdp-session redact` does.",
 )
+@click.option(
+    "--keep-screenshots",
+    is_flag=True,
+    help="Keep the recording's screenshots although redacting (pixels cannot be redacted: off by default).",
+)
 def import_command(
-    fmt: str, path: Path, output_dir: Path, answers_path: Path | None, configs_path: Path | None, redact: bool
+    fmt: str,
+    path: Path,
+    output_dir: Path,
+    answers_path: Path | None,
+    configs_path: Path | None,
+    redact: bool,
+    keep_screenshots: bool,
 ) -> None:
     """Turn other tools' recordings into sessions (Playwright traces, Verified runs, browser-use, AgentLab).
 
@@ -52,7 +63,15 @@ def import_command(
 
     answers = load_answers(answers_path) if answers_path is not None else None
     configs = load_configs(configs_path) if configs_path is not None else None
-    written = import_recordings(fmt, path, output_dir, answers=answers, configs=configs, redact=redact)
+    written = import_recordings(
+        fmt,
+        path,
+        output_dir,
+        answers=answers,
+        configs=configs,
+        redact=redact,
+        keep_screenshots=keep_screenshots,
+    )
     for session in written:
         click.echo(str(session))
     click.echo(f"imported {len(written)} session(s) from {path} (imported:{fmt})", err=True)

@@ -221,12 +221,14 @@ def write_episode(
     answers: Mapping[str, str | None] | None = None,
     configs: Mapping[int, Mapping[str, Any]] | None = None,
     redact: bool = False,
+    keep_screenshots: bool = False,
 ) -> Path:
     """Write ``episode`` as a finished session file in ``output_dir``; return its path.
 
     ``answers`` fill in a final answer the format does not hold; ``configs`` give the task's WebArena
     config by task id (the session then scores without ``--configs``). ``redact`` runs the project's
-    redaction over the whole session first (post bodies of sign-in forms hold passwords).
+    redaction over the whole session first (post bodies of sign-in forms hold passwords); it drops the
+    screenshots unless ``keep_screenshots``.
     """
     if not episode.steps:
         raise SessionFormatError(f"{episode.source}: no browser state to import (no steps)")
@@ -275,9 +277,9 @@ def write_episode(
     )
     session = Session(header=header, steps=tuple(episode.steps), end=end, complete=True)
     if redact:
-        from cdp_integration.session.redact import redact_session
+        from cdp_integration.session.redact import RedactionPolicy, redact_session
 
-        session = redact_session(session)
+        session = redact_session(session, RedactionPolicy(keep_screenshots=keep_screenshots))
     output_dir.mkdir(parents=True, exist_ok=True)
     final = output_dir / (_safe_name(episode.name) + SESSION_SUFFIX)
     writer = SessionWriter(final.with_name(final.name + PARTIAL_SUFFIX), session.header)

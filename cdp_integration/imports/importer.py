@@ -44,6 +44,7 @@ def import_recordings(
     answers: Mapping[str, str | None] | None = None,
     configs: Mapping[int, Mapping[str, Any]] | None = None,
     redact: bool = False,
+    keep_screenshots: bool = False,
 ) -> list[Path]:
     """Import every episode of ``path`` into ``output_dir``; the session files written, in order.
 
@@ -57,6 +58,14 @@ def import_recordings(
         if seen:
             episode.name = f"{episode.name}-{seen + 1}"
         written.append(
-            write_episode(episode, fmt, Path(output_dir), answers=answers, configs=configs, redact=redact)
+            write_episode(
+                episode,
+                fmt,
+                Path(output_dir),
+                answers=answers,
+                configs=configs,
+                redact=redact,
+                keep_screenshots=keep_screenshots,
+            )
         )
     return written

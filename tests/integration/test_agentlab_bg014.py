@@ -6,7 +6,8 @@ Opt-in (``CDP_TEST_AGENTLAB_BG014=1``, ``make test-agentlab``): the study runs i
 families, one session per episode. Each session is then scored here, offline, and must equal the live
 reward AgentLab recorded; each ``webarena_verified`` session's HAR must score with WebArena-Verified as
 BrowserGym's own trace did (kept by the study before BrowserGym deleted it), with the agent's raw
-answer as BrowserGym handed it over.
+answer as BrowserGym handed it over. The study folder then imports (``cdp-session import agentlab``)
+with AgentLab's ``screenshot_step_N.png`` as the steps' screenshots, which the viewer shows.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from cdp_integration.cli import cli
 from cdp_integration.evaluate.scoring import evaluate_session, score_session_file
 from cdp_integration.har.export import session_har_entries
 from cdp_integration.session.store import load_session
@@ -97,3 +100,16 @@ def test_an_agentlab_study_on_browsergym_014_scores_as_live(tmp_path: Path) -> N
     # both families hold a passing and a failing episode: the equalities above are not all alike
     assert sorted(lives["webarena"]) == [0.0, 1.0, 1.0], lives
     assert sorted(lives["webarena_verified"]) == [0.5, 1.0, 1.0], lives
+    # the study folder imports with AgentLab's screenshots as the steps' screenshots, shown by the viewer
+    study_dir = Path(rows[0]["exp_dir"]).parent
+    imported = CliRunner().invoke(
+        cli, ["import", "agentlab", str(study_dir), "-o", str(tmp_path / "imported"), "--keep-screenshots"]
+    )
+    assert imported.exit_code == 0, imported.output
+    for path in sorted((tmp_path / "imported").glob("*.session.jsonl.gz")):
+        session = load_session(path)
+        shots = [next(t.screenshot_png for t in step.tabs if t.active) for step in session.steps]
+        assert all(shots), f"{path.name}: a step without its screenshot"
+        viewed = CliRunner().invoke(cli, ["view", str(path), "-o", str(tmp_path / "view.html")])
+        assert viewed.exit_code == 0, viewed.output
+        assert (tmp_path / "view.html").read_text().count("data:image/png;base64,") == len(shots)

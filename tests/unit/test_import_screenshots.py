@@ -141,3 +141,27 @@ def test_browser_use_screenshots_are_read_from_the_historys_folder_only(tmp_path
     episode = import_history(history)
     shots = [next(tab.screenshot_png for tab in step.tabs if tab.active) for step in episode.steps]
     assert shots == [_b64(_png(30)), None, _b64(_png(31)), None]
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_the_viewer_shows_imported_screenshots_kept_through_redaction(tmp_path: Path, keep: bool) -> None:
+    """Redaction drops screenshots (pixels cannot be redacted) unless ``--keep-screenshots``."""
+    from click.testing import CliRunner
+
+    from cdp_integration.cli import cli
+
+    experiment = tmp_path / "exp"
+    experiment.mkdir()
+    _agentlab_step(experiment, 0, "http://shop.test/", None)
+    (experiment / "screenshot_step_0.png").write_bytes(_png(40))
+    runner = CliRunner()
+    flags = ["--keep-screenshots"] if keep else []
+    imported = runner.invoke(
+        cli, ["import", "agentlab", str(experiment), "-o", str(tmp_path / "out"), *flags]
+    )
+    assert imported.exit_code == 0, imported.output
+    session = next((tmp_path / "out").glob("*.session.jsonl.gz"))
+    viewed = runner.invoke(cli, ["view", str(session), "-o", str(tmp_path / "view.html")])
+    assert viewed.exit_code == 0, viewed.output
+    shown = f"data:image/png;base64,{_b64(_png(40))}" in (tmp_path / "view.html").read_text()
+    assert shown == keep
