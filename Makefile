@@ -48,7 +48,8 @@ test-agentlab: setup
 # WebArena stand-ins: captured over CDP, plain-HTTP HAR with wire headers, offline == live, imported histories.
 test-browser-use: setup
 	scripts/setup_browser_use.sh
-	.venv-bu013/bin/python -m pytest -q --durations=10 tests/integration/test_browser_use.py
+	CDP_TEST_BROWSER_USE_STANDINS=1 .venv-bu013/bin/python -m pytest -q --durations=10 \
+		tests/integration/test_browser_use.py tests/integration/test_browser_use_standins.py
 
 # The conformance suite on its four real applications with every task, the opt-in ones too (issue 19).
 test-conformance: setup

@@ -49,12 +49,13 @@ def _actions(item: dict[str, Any]) -> list[str]:
     return [name for action in actions if isinstance(action, dict) for name in action]
 
 
-def _screenshot(folder: Path, recorded: Any) -> str | None:
+def _screenshot(folder: Path, stem: str, recorded: Any) -> str | None:
     """The step's screenshot (``state.screenshot_path``), read only from inside the history's folder.
 
-    browser-use records an absolute path in its agent directory (``.../screenshots/step_N.png``). A
-    path inside ``folder`` is read there; any other is looked up by name in ``folder/screenshots/``
-    (the agent's screenshots directory copied beside the history), never where it points.
+    browser-use records an absolute path in its agent directory (``.../screenshots/step_N.png``),
+    which is temporary. A path inside ``folder`` is read there; any other is looked up by its file
+    name in the agent's screenshots directory copied beside the history, ``folder/<stem>/screenshots/``
+    (``<stem>.json`` the history) or ``folder/screenshots/``; never where it points.
     """
     if not isinstance(recorded, str) or not recorded:
         return None
@@ -64,6 +65,10 @@ def _screenshot(folder: Path, recorded: Any) -> str | None:
     base = Path(os.path.normpath(os.path.abspath(folder)))
     if where.is_relative_to(base):
         return read_screenshot(folder, str(where.relative_to(base)))
+    if stem and stem not in (".", ".."):
+        found = read_screenshot(folder, f"{stem}/screenshots/{where.name}")
+        if found is not None:
+            return found
     return read_screenshot(folder, f"screenshots/{where.name}")
 
 
@@ -89,7 +94,9 @@ def import_history(path: Path, har: Path | None = None) -> ImportedEpisode:
                 TabState(tab_id=tab_id, url=tab_url, title=_text(tab.get("title")), active=False, html=None)
             )
         active = next((i for i, tab in enumerate(tabs) if tab.url == url), None)
-        screenshot = _screenshot(path.parent, state.get("screenshot_path"))
+        screenshot = _screenshot(
+            path.parent, path.name.removesuffix(HISTORY_SUFFIX), state.get("screenshot_path")
+        )
         if active is None:
             tabs.insert(
                 0,
