@@ -1,6 +1,6 @@
 # The two commands of the README: `make demo` and `make test`. Each sets up what its job needs first
 # (scripts/setup.sh core|test|docs|conformance): `make demo` installs no test tool and no conformance app.
-.PHONY: setup setup-demo setup-test setup-docs setup-conformance demo test docs test-webarena test-imports trace-corpus \
+.PHONY: setup setup-demo setup-test setup-docs setup-conformance demo test docs test-webarena test-imports trace-corpus test-agentlab test-browser-use \
 	test-conformance check-fidelity check-wheel bench bench-webarena lint
 
 setup:
@@ -56,6 +56,20 @@ test-imports: setup-test
 # environment under .cache/trace-producers, scored live by the official evaluator.
 trace-corpus: setup
 	.venv/bin/python scripts/make_trace_corpus.py
+
+# BrowserGym 0.14.3 and AgentLab 0.4.2 live (.venv-bg014, scripts/setup_bg014.sh): a real AgentLab study of six
+# stand-in tasks (webarena and webarena_verified families) recorded by WEBARENA_CDP_LOGGING=true, scored offline
+# against AgentLab's live rewards, Verified on our HAR against Verified on BrowserGym's own trace (~4-6 min).
+test-agentlab: setup
+	scripts/setup_bg014.sh
+	CDP_TEST_AGENTLAB_BG014=1 .venv/bin/python -m pytest -q --durations=10 -s tests/integration/test_agentlab_bg014.py
+
+# browser-use's current release (0.13.x, .venv-bu013, scripts/setup_browser_use.sh) on the demo shop and the
+# WebArena stand-ins: captured over CDP, plain-HTTP HAR with wire headers, offline == live, imported histories.
+test-browser-use: setup
+	scripts/setup_browser_use.sh
+	CDP_TEST_BROWSER_USE_STANDINS=1 .venv-bu013/bin/python -m pytest -q --durations=10 \
+		tests/integration/test_browser_use.py tests/integration/test_browser_use_standins.py
 
 # The conformance suite on its four real applications with every task, the opt-in ones too (issue 19).
 test-conformance: setup-test

@@ -84,7 +84,8 @@ class ScriptedAgentLLM:
     def action(self, step: list[str], browser_state: str) -> dict[str, Any]:
         verb, *args = step
         if verb == "navigate":
-            return {"navigate": {"url": self.site_url + args[0]}}
+            url = args[0] if args[0].startswith(("http://", "https://")) else self.site_url + args[0]
+            return {"navigate": {"url": url}}
         if verb == "click":
             return {"click": {"index": element_index(browser_state, args[0])}}
         if verb == "input":

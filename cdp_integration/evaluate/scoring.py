@@ -126,6 +126,16 @@ class SessionScore:
         return asdict(self)
 
 
+def is_verified_config(config: Any) -> bool:
+    """Whether ``config`` is a task in WebArena-Verified's format (its ``eval`` lists evaluators)."""
+    evals = config.get("eval") if isinstance(config, Mapping) else None
+    return (
+        isinstance(evals, list)
+        and bool(evals)
+        and all(isinstance(e, dict) and "evaluator" in e for e in evals)
+    )
+
+
 def site_urls(session: Session) -> dict[str, str]:
     """The sites' URLs for scoring ``session``: those its header recorded (the episode ran there), and for
     any site it does not name, the environment's (``WA_<SITE>``, ``WEBARENA_BASE_URL``, ``--site-url``)."""
@@ -383,6 +393,11 @@ def score_session_file(
 
         return verified_score_file(Path(path), {k: dict(v) for k, v in (configs or {}).items()})
     session = session or load_session(path)
+    if is_verified_config(session.task.get("config")):
+        # recorded in a ``webarena_verified`` task (BrowserGym 0.14): its live evaluator is Verified
+        from cdp_integration.evaluate.verified import verified_score_file
+
+        return verified_score_file(Path(path), {k: dict(v) for k, v in (configs or {}).items()})
     config: Mapping[str, Any] | None = None
     task_id = session.task.get("task_id")
     if configs and isinstance(task_id, int | str) and str(task_id).lstrip("-").isdigit():

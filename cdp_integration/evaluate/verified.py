@@ -495,8 +495,27 @@ def _live_rewards(session: Session) -> tuple[float | None, float | None]:
     return final, (max(finite) if finite else None)
 
 
+def _recorded_in_browsergym(session: Session) -> bool:
+    """Captured in a BrowserGym ``webarena_verified`` env, whose live reward is ``browsergym_reward``."""
+    return str(session.task.get("env_id") or "").startswith("browsergym/webarena_verified.")
+
+
+def browsergym_reward(result: VerifiedResult) -> float:
+    """The reward BrowserGym 0.14's ``webarena_verified`` tasks give for a Verified result: the mean of
+    the evaluators' scores (Verified's own score is all-or-nothing), its score when it has none."""
+    scores = [
+        float(entry["score"])
+        for entry in result.details.get("evaluators_results") or []
+        if isinstance(entry, dict) and isinstance(entry.get("score"), int | float)
+    ]
+    return sum(scores) / len(scores) if scores else result.score
+
+
 def verified_score_file(path: Path, configs: Mapping[int, dict[str, Any]] | None = None) -> dict[str, Any]:
     """Score one session file; the result dict of ``score_session_file`` (``batch.py`` writes it).
+
+    A session recorded in a BrowserGym ``webarena_verified`` env scores as BrowserGym rewards
+    (``browsergym_reward``), so that it compares with the live reward it recorded.
 
     ``configs``: task definitions by id. One in WebArena-Verified's format (its ``eval`` lists
     evaluators) is scored against as given; WebArena configs do not apply and are ignored. Raises
@@ -517,7 +536,7 @@ def verified_score_file(path: Path, configs: Mapping[int, dict[str, Any]] | None
     errored = result.status == "error"
     provenance = imported_provenance(session.header.options)
     checks = [check.to_dict() for check in verified_checks(result.details, session, provenance)]
-    score = None if errored else result.score
+    score = None if errored else (browsergym_reward(result) if _recorded_in_browsergym(session) else result.score)
     error = (result.error or "WebArena-Verified evaluation error") if errored else None
     return {
         "instance_id": session.instance_id,

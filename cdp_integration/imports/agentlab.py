@@ -14,7 +14,8 @@ The DOM is rebuilt as HTML from the DOMSnapshot (typed values, checked and selec
 snapshot reports them). An observation whose preprocessor kept only BrowserGym's ``dom_txt`` (the
 default ``Agent.obs_preprocessor`` drops ``dom_object``) has no DOM here: ``dom_txt`` lacks typed
 values, so reading it as the page could answer wrong. AgentLab keeps no network log and no cookies: program_html on a page other
-than the open ones is a ``ReplayMissError``.
+than the open ones is a ``ReplayMissError``. AgentLab's ``screenshot_step_N.png`` beside step N becomes
+that step's screenshot of the active tab (``read_screenshot``: bounded, inside the folder, no symlinks).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from cdp_integration.errors import SessionFormatError
-from cdp_integration.imports.common import ImportedEpisode, check_step_budget, read_json_file
+from cdp_integration.imports.common import ImportedEpisode, check_step_budget, read_json_file, read_screenshot
 from cdp_integration.session.limits import SessionLimits, limit_hint
 from cdp_integration.session.models import Step, TabState
 from cdp_integration.session.untrusted import Budget, clean_text, read_input, unpickle
@@ -458,6 +459,7 @@ def _experiment(folder: Path, root: Path) -> ImportedEpisode:
         # BrowserGym's default preprocessor keeps only ``dom_txt`` (``flatten_dom_to_str``): typed text
         # of a textarea is not in it (only a value attribute), so it is not used as the page (a miss)
         title = title or (titles[active] if active < len(titles) else "")
+        screenshot = read_screenshot(folder, f"screenshot_step_{number}.png")
         tabs = [
             TabState(
                 tab_id=f"page-{i}",
@@ -465,6 +467,7 @@ def _experiment(folder: Path, root: Path) -> ImportedEpisode:
                 title=(titles[i] if i < len(titles) else "") or (title if i == active else ""),
                 active=i == active,
                 html=html if i == active else None,
+                screenshot_png=screenshot if i == active else None,
             )
             for i, page_url in enumerate(urls or [url])
         ]

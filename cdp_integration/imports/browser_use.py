@@ -5,6 +5,8 @@ title, tabs), the actions it then took and their results; the final result is th
 ``extracted_content`` (``history.final_result()``). The session gets one step per item, the tab
 URLs and titles, no DOM (the history holds none), and the traffic of a HAR recorded with
 ``record_har_path`` (browser-use keeps HTTPS requests only, so a plain-HTTP site's HAR is empty).
+Each item's ``state.screenshot_path`` becomes the step's screenshot when the file is inside the
+history's folder (``_screenshot``).
 
 The state after the last item's actions is not recorded. When those actions are only ``done``, the
 last observed state is the final one; otherwise the final URL is unknown, and a ``url_match`` on it
@@ -13,6 +15,7 @@ is a ``ReplayMissError`` rather than a guess.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +24,7 @@ from urllib.parse import urlsplit
 
 from cdp_integration.errors import SessionFormatError
 from cdp_integration.har.importer import load_har
-from cdp_integration.imports.common import ImportedEpisode, check_step_budget, read_json_file
+from cdp_integration.imports.common import ImportedEpisode, check_step_budget, read_json_file, read_screenshot
 from cdp_integration.imports.verified import _exchange
 from cdp_integration.session.limits import SessionLimits
 from cdp_integration.session.models import Step, TabState
@@ -46,6 +49,29 @@ def _actions(item: dict[str, Any]) -> list[str]:
     if not isinstance(actions, list):
         return []
     return [name for action in actions if isinstance(action, dict) for name in action]
+
+
+def _screenshot(folder: Path, stem: str, recorded: Any) -> str | None:
+    """The step's screenshot (``state.screenshot_path``), read only from inside the history's folder.
+
+    browser-use records an absolute path in its agent directory (``.../screenshots/step_N.png``),
+    which is temporary. A path inside ``folder`` is read there; any other is looked up by its file
+    name in the agent's screenshots directory copied beside the history, ``folder/<stem>/screenshots/``
+    (``<stem>.json`` the history) or ``folder/screenshots/``; never where it points.
+    """
+    if not isinstance(recorded, str) or not recorded:
+        return None
+    where = Path(os.path.normpath(recorded))
+    if not where.is_absolute():
+        return read_screenshot(folder, str(where))
+    base = Path(os.path.normpath(os.path.abspath(folder)))
+    if where.is_relative_to(base):
+        return read_screenshot(folder, str(where.relative_to(base)))
+    if stem and stem not in (".", ".."):
+        found = read_screenshot(folder, f"{stem}/screenshots/{where.name}")
+        if found is not None:
+            return found
+    return read_screenshot(folder, f"screenshots/{where.name}")
 
 
 def import_history(path: Path, har: Path | None = None, root: Path | None = None) -> ImportedEpisode:
@@ -92,10 +118,18 @@ def _history(path: Path, har: Path | None, root: Path | None) -> ImportedEpisode
                 TabState(tab_id=tab_id, url=tab_url, title=_text(tab.get("title")), active=False, html=None)
             )
         active = next((i for i, tab in enumerate(tabs) if tab.url == url), None)
+        screenshot = _screenshot(
+            path.parent, path.name.removesuffix(HISTORY_SUFFIX), state.get("screenshot_path")
+        )
         if active is None:
-            tabs.insert(0, TabState(tab_id="active", url=url, title=title, active=True, html=None))
+            tabs.insert(
+                0,
+                TabState(
+                    tab_id="active", url=url, title=title, active=True, html=None, screenshot_png=screenshot
+                ),
+            )
         else:
-            tabs[active] = tabs[active].model_copy(update={"active": True})
+            tabs[active] = tabs[active].model_copy(update={"active": True, "screenshot_png": screenshot})
         previous = _actions(_obj(items[index - 1])) if index else []
         steps.append(
             Step(

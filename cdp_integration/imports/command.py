@@ -42,7 +42,7 @@ __all__ = ["import_command"]
 @click.option(
     "--keep-screenshots",
     is_flag=True,
-    help="Keep screenshots (a trace's screencast frames) when redacting: pixels cannot be redacted.",
+    help="Keep the recording's screenshots (trace screencast frames, AgentLab and browser-use screenshots) when redacting: pixels cannot be redacted.",
 )
 def import_command(
     fmt: str,

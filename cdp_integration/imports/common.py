@@ -8,7 +8,10 @@ line made from it says where it came from.
 
 from __future__ import annotations
 
+import base64
+import os
 import re
+import stat
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -41,6 +44,7 @@ __all__ = [
     "load_answers",
     "read_json_file",
     "safe_name",
+    "read_screenshot",
     "write_episode",
 ]
 
@@ -173,6 +177,47 @@ def check_step_budget(steps: int, cookies: int, limits: SessionLimits, source: s
             f"{clean_text(source)}: more than {limits.max_cookies_per_step} cookies in one step "
             "(limit CDP_SESSION_MAX_COOKIES_PER_STEP)"
         )
+
+
+MAX_SCREENSHOT_BYTES = 16 * 1024**2
+"""One imported screenshot (a full-page PNG of a tall page is a few MB)."""
+_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def read_screenshot(folder: Path, name: str, *, max_bytes: int = MAX_SCREENSHOT_BYTES) -> str | None:
+    """Base64 of the PNG file ``name`` (relative) inside the recording's ``folder``, else None.
+
+    None, never an error, for what a recording may lack or must not reach: a missing file, a name
+    that is absolute or climbs out (``..``), a symlink anywhere below ``folder``, a file that is not
+    regular, larger than ``max_bytes`` or not a PNG. The step then simply has no screenshot.
+    """
+    relative = Path(name)
+    if not name or relative.is_absolute() or any(part in ("", ".", "..") for part in relative.parts):
+        return None
+    path = folder
+    for part in relative.parts:
+        path = path / part
+        try:
+            if stat.S_ISLNK(os.lstat(path).st_mode):
+                return None
+        except (OSError, ValueError):
+            return None
+    try:
+        seen = os.lstat(path)
+        fd = open_regular_file(path, str(path), "screenshot")
+    except (OSError, SessionFormatError):
+        return None
+    try:
+        opened = os.fstat(fd)
+        if (opened.st_dev, opened.st_ino) != (seen.st_dev, seen.st_ino) or opened.st_size > max_bytes:
+            return None  # swapped after the check, or too large
+        with os.fdopen(os.dup(fd), "rb") as file:
+            data = file.read(max_bytes + 1)
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes or not data.startswith(_PNG_MAGIC):
+        return None
+    return base64.b64encode(data).decode("ascii")
 
 
 def load_answers(path: Path) -> dict[str, str | None]:

@@ -168,6 +168,7 @@ async def run_captured_agent(
     max_steps: int = 20,
     logger_options: dict[str, Any] | None = None,
     agent_options: dict[str, Any] | None = None,
+    screenshots_dir: str | Path | None = None,
 ) -> CapturedRun:
     """Run a ``browser_use.Agent`` on ``task`` with ``llm`` and capture it as ``<instance_id>``.
 
@@ -175,7 +176,10 @@ async def run_captured_agent(
     stops it by its PID afterwards. ``config``: the task's WebArena config (placeholders resolved),
     evaluated on the final state and stored in the session. ``start_url``: opened as the agent's
     ``initial_actions`` (WebArena's start page). ``agent_options``: more ``Agent`` arguments
-    (the defaults turn off browser-use's judge and vision, which need a real model).
+    (the defaults turn off browser-use's judge and vision, which need a real model). ``screenshots_dir``:
+    where to keep the screenshots browser-use took (its agent directory is removed at the end); save
+    the history as ``<dir>/<name>.json`` and pass ``<dir>/<name>/screenshots`` so that
+    ``cdp-session import browser-use`` finds them.
     """
     browser_use = import_browser_use()
     with contextlib.ExitStack() as stack:
@@ -213,5 +217,8 @@ async def run_captured_agent(
             capture.detach()
             with contextlib.suppress(Exception):
                 await browser_session.kill()
+            shots = Path(agent.agent_directory) / "screenshots"
+            if screenshots_dir is not None and shots.is_dir():
+                shutil.copytree(shots, screenshots_dir, dirs_exist_ok=True, symlinks=True)
         score = evaluation.score if evaluation is not None else None
         return CapturedRun(path, answer, score, history)
