@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
+import tempfile
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -73,15 +75,23 @@ def ray_session(
         "log_to_driver": False,
         "configure_logging": False,
     }
-    if address is None:
-        options |= {"include_dashboard": False, "num_cpus": num_cpus}
+    temp_dir = None
+    if address is None:  # Ray's files in a temp dir of ours (short: Ray's socket paths), not /tmp/ray
+        temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp" if os.path.isdir("/tmp") else None)
+        options |= {"include_dashboard": False, "num_cpus": num_cpus, "_temp_dir": temp_dir}
     try:
-        ray.init(address=address, **options)
-    except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
-        raise EnvironmentSetupError(
-            f"cannot connect to the Ray cluster at {address}: {' '.join(str(exc).split())[:200]}"
-        ) from None
-    try:
-        yield ray
+        try:
+            ray.init(address=address, **options)
+        except Exception as exc:  # Ray raises bare Exception when a local node fails to start
+            ray.shutdown()
+            where = f"at {address}" if address else "(a local one)"
+            raise EnvironmentSetupError(
+                f"cannot connect to the Ray cluster {where}: {' '.join(str(exc).split())[:200]}"
+            ) from None
+        try:
+            yield ray
+        finally:
+            ray.shutdown()
     finally:
-        ray.shutdown()
+        if temp_dir is not None:
+            shutil.rmtree(temp_dir, ignore_errors=True)

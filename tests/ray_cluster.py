@@ -10,6 +10,7 @@ stop other users' clusters too) and the temp dir is removed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -26,9 +27,29 @@ from types import TracebackType
 __all__ = ["MARKER", "RayCluster", "marked_pids"]
 
 MARKER = "CDP_RAY_TEST_MARKER"
-RAY = Path(sys.executable).with_name("ray")
 START_ATTEMPTS = 3
-"""``ray start`` gives a node 30 s to register (a constant in Ray); a loaded machine can miss that."""
+REGISTER_WAIT_S = 240
+BOOT = f"""
+import sys, time
+import ray._private.services as services
+asked = services.get_node
+
+def patient_get_node(gcs_address, node_id):  # Ray waits 30 s at most (a constant): a loaded machine needs more
+    deadline = time.monotonic() + {REGISTER_WAIT_S}
+    while True:
+        try:
+            return asked(gcs_address, node_id)
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+services.get_node = patient_get_node
+from ray.scripts.scripts import main
+sys.argv[0] = "ray"
+main()
+"""
+"""``ray start``, with Ray's node-registration wait wrapped from our side (never edited)."""
 
 
 def _free_ports(count: int) -> list[int]:
@@ -62,22 +83,30 @@ def marked_pids(marker: str) -> list[int]:
 
 
 class RayCluster:
-    def __init__(self, nodes: list[dict[str, float]], *, num_cpus: int = 1, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, nodes: list[dict[str, float]], *, num_cpus: int = 1, env: dict[str, str] | None = None
+    ) -> None:
         self.nodes = nodes
         self.num_cpus = num_cpus
         self.marker = uuid.uuid4().hex
         self.env = dict(env or {})
-        self.temp_dir = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))  # Ray's socket paths must stay short
+        self.temp_dir = Path(
+            tempfile.mkdtemp(prefix="ray-", dir="/tmp")
+        )  # Ray's socket paths must stay short
         self.address = ""
 
     def _environ(self) -> dict[str, str]:
         environ = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-        return environ | self.env | {MARKER: self.marker, "RAY_USAGE_STATS_ENABLED": "0"}
+        # A loaded machine starts the dashboard agent slowly; the raylet waits for its port this long.
+        slow_start = {"RAY_agent_register_timeout_ms": "300000"}
+        return environ | slow_start | self.env | {MARKER: self.marker, "RAY_USAGE_STATS_ENABLED": "0"}
 
     def _start_node(self, resources: dict[str, float], head: bool) -> None:
         ports = _free_ports(8)
         command = [
-            str(RAY),
+            sys.executable,
+            "-c",
+            BOOT,
             "start",
             f"--num-cpus={self.num_cpus}",
             f"--resources={json.dumps(resources)}",
@@ -92,11 +121,18 @@ class RayCluster:
             "--node-ip-address=127.0.0.1",
         ]
         if head:
-            command += [f"--port={ports[0]}", "--head", "--include-dashboard=false", f"--ray-client-server-port={ports[7]}"]
+            command += [
+                f"--port={ports[0]}",
+                "--head",
+                "--include-dashboard=false",
+                f"--ray-client-server-port={ports[7]}",
+            ]
         else:
             command += [f"--address={self.address}"]
         for attempt in range(1, START_ATTEMPTS + 1):
-            run = subprocess.run(command, env=self._environ(), capture_output=True, text=True, timeout=300, check=False)
+            run = subprocess.run(
+                command, env=self._environ(), capture_output=True, text=True, timeout=300, check=False
+            )
             if run.returncode == 0:
                 if head:
                     self.address = f"127.0.0.1:{ports[0]}"
@@ -134,7 +170,9 @@ class RayCluster:
             if run.returncode == 0 and run.stdout.strip().splitlines()[-1:] == [str(len(self.nodes))]:
                 return
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the Ray cluster has not got {len(self.nodes)} nodes: {run.stderr[-1000:]}")
+                raise RuntimeError(
+                    f"the Ray cluster has not got {len(self.nodes)} nodes: {run.stderr[-1000:]}"
+                )
             time.sleep(1)
 
     def worker_pids(self) -> list[int]:
@@ -153,10 +191,8 @@ class RayCluster:
         for sig in (signal.SIGTERM, signal.SIGKILL):
             pids = marked_pids(self.marker)
             for pid in pids:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
             deadline = time.monotonic() + 15
             while marked_pids(self.marker) and time.monotonic() < deadline:
                 time.sleep(0.2)

@@ -69,10 +69,18 @@ def test_a_json_pool_file_reads_the_same(tmp_path: Path) -> None:
         ("p.json", '[{"name": "a", "base_url": "h:80"}]', "base_url='h:80' is not an http(s) URL"),
         ("p.json", '[{"name": "a", "base_url": "ftp://h"}]', "is not an http(s) URL"),
         ("p.json", '[{"name": "a", "base_url": "http://h:x"}]', "has a bad port"),
-        ("p.json", '[{"name": "a", "base_url": "http://h", "sites": {"SHOP": "http://s"}}]', "unknown site 'SHOP'"),
+        (
+            "p.json",
+            '[{"name": "a", "base_url": "http://h", "sites": {"SHOP": "http://s"}}]',
+            "unknown site 'SHOP'",
+        ),
         ("p.json", '[{"name": "a", "base_url": "http://h", "colour": 1}]', "unknown key(s) colour"),
         ("p.json", '[{"name": "a", "base_url": "http://h", "workers": 0}]', "'workers' must be"),
-        ("p.json", '[{"name": "a", "base_url": "http://h"}, {"name": "a", "base_url": "http://g"}]', "used twice: a"),
+        (
+            "p.json",
+            '[{"name": "a", "base_url": "http://h"}, {"name": "a", "base_url": "http://g"}]',
+            "used twice: a",
+        ),
     ],
 )
 def test_a_bad_pool_file_is_one_error(tmp_path: Path, name: str, text: str, message: str) -> None:
@@ -182,12 +190,25 @@ def test_a_retried_task_may_run_again_where_it_died_when_no_other_deployment_is_
 # -- run_infer's one-line errors --------------------------------------------------------------------
 
 
-def _run_infer(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _run_infer(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("WA_", "WEBARENA_", "RAY_"))}
     environ |= {"WEBARENA_CDP_LOGGING": "true"} | (env or {})
     return subprocess.run(
-        [sys.executable, str(SCRIPTS / "run_infer.py"), "--dataset", "webarena", "--output-dir", str(tmp_path / "o"),
-         "--trajectories", str(REPO / "tests" / "standins" / "tasks.json"), "--task-ids", "27", *args],
+        [
+            sys.executable,
+            str(SCRIPTS / "run_infer.py"),
+            "--dataset",
+            "webarena",
+            "--output-dir",
+            str(tmp_path / "o"),
+            "--trajectories",
+            str(REPO / "tests" / "standins" / "tasks.json"),
+            "--task-ids",
+            "27",
+            *args,
+        ],
         env=environ,
         capture_output=True,
         text=True,
