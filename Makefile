@@ -1,7 +1,7 @@
 # The two commands of the README: `make demo` and `make test`. Each sets up what its job needs first
 # (scripts/setup.sh core|test|docs|conformance): `make demo` installs no test tool and no conformance app.
 .PHONY: setup setup-demo setup-test setup-docs setup-conformance demo test docs test-webarena test-imports trace-corpus test-agentlab test-browser-use \
-	test-conformance check-fidelity check-wheel bench bench-webarena lint
+	test-conformance check-fidelity check-wheel bench bench-webarena bench-ray lint
 
 setup:
 	@scripts/setup.sh all
@@ -36,10 +36,13 @@ test: setup-test
 # run_infer.py --dataset webarena end to end (direct and agent mode) with eval_infer on its output.
 # OpenHands V1 (.venv-v1) on all 41 ids too: run_infer --sdk v1 --dataset webarena, success and failure,
 # and the V1 tools we add (select an option, press a key) on a live page.
+# run_infer --backend ray over a pool of two stand-in deployments (a 2-node Ray cluster on this machine,
+# sessions in moto's S3) on all 41 ids too; `make test` runs 8 of them.
 test-webarena: setup-test
-	CDP_TEST_WEBARENA_TASKS=all CDP_TEST_RUN_INFER_WEBARENA=1 CDP_TEST_WEBARENA_V1=all .venv/bin/python -m pytest -q \
+	CDP_TEST_WEBARENA_TASKS=all CDP_TEST_RUN_INFER_WEBARENA=1 CDP_TEST_WEBARENA_V1=all CDP_TEST_RAY_TASKS=all \
+		.venv/bin/python -m pytest -q \
 		--durations=10 tests/integration/test_webarena_parity.py tests/integration/test_webarena_run_infer.py \
-		tests/integration/test_webarena_v1.py tests/integration/test_v1_tools.py
+		tests/integration/test_webarena_v1.py tests/integration/test_v1_tools.py tests/integration/test_ray_pool.py
 
 # Imports of other tools' recordings at full size: Playwright traces of every demo task (the corpus
 # traces them all), a real AgentLab study (AgentLab 0.4.2 in .cache/agentlab, see scripts/agentlab.sh),
@@ -99,6 +102,11 @@ bench: setup-demo
 # ratio, and whether every task got the same score (exit 1 if not).
 bench-webarena: setup-test
 	.venv/bin/python benchmarks/webarena_parallel.py
+
+# run_infer --backend ray with 1 vs 2 stand-in deployments on a 2-node local Ray cluster (ratio), and eval
+# of 2000 sessions from S3 (moto) with local workers vs Ray workers, side by side.
+bench-ray: setup-test
+	.venv/bin/python benchmarks/ray_pool.py
 
 lint: setup-test
 	.venv/bin/ruff check . && .venv/bin/ruff format --check . && .venv/bin/mypy

@@ -253,10 +253,11 @@ def preflight(
     environ: Mapping[str, str] | None = None,
 ) -> None:
     """Check, before anything starts, that every site the tasks use answers and that the LLM judge
-    is configured when a task needs it. Raises one ``EnvironmentSetupError`` naming every problem."""
+    is configured when a task needs it. Raises one ``EnvironmentSetupError`` naming every problem.
+    Empty ``urls``: the sites are checked elsewhere (a pool's deployments), only the judge here."""
     env = os.environ if environ is None else environ
     tasks = list(tasks)
-    sites = sorted({site for task in tasks for site in task.sites}, key=SITE_NAMES.index)
+    sites = sorted({site for task in tasks for site in task.sites}, key=SITE_NAMES.index) if urls else []
     site_urls = {site: urls[site.upper()] for site in sites}
     started = time.monotonic()
     unreachable = probe_sites(site_urls, timeout_s)

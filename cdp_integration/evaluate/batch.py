@@ -46,9 +46,8 @@ from typing import Any, NamedTuple, Protocol
 
 import orjson
 
-from cdp_integration.errors import CDPIntegrationError, EvaluationError
-from cdp_integration.evaluate.explain import error_attribution
 from cdp_integration.errors import CDPIntegrationError, EvaluationError, SessionFormatError
+from cdp_integration.evaluate.explain import error_attribution
 from cdp_integration.session.limits import SessionLimits
 from cdp_integration.session.untrusted import (
     is_within,
@@ -60,6 +59,7 @@ from cdp_integration.session.untrusted import (
 )
 
 __all__ = [
+    "BACKENDS",
     "OUTPUT_NAME",
     "SCORERS",
     "BatchSummary",
@@ -85,6 +85,7 @@ the command layer passes a progress bar, the library draws none itself."""
 
 OUTPUT_NAME = "output.jsonl"
 SCORERS = ("webarena", "verified")
+BACKENDS = ("local", "ray")
 DEFAULT_SCORER = "webarena"
 WORKER_CRASH = "WorkerCrash"
 """``error_type`` of a session whose worker process died while scoring it."""
@@ -230,6 +231,8 @@ def score_directory(
     trust_configs: bool = False,
     complete_only: bool = False,
     recorded_only: bool = False,
+    backend: str = "local",
+    ray_address: str | None = None,
 ) -> BatchSummary:
     """Score every finished session under ``sessions_dir`` into ``output_dir/output.jsonl``.
 
@@ -243,29 +246,46 @@ def score_directory(
     needing an answer the live evaluator did not record becomes an error line
     (``ReconstructedAnswerError``). Raises
     ``EvaluationError`` for unusable arguments or a directory without sessions, never for a bad session.
+
+    ``sessions_dir`` may be a storage URL (``s3://bucket/run``): each session is read into a bounded
+    local temp copy (``cdp_integration.storage``) by whoever scores it. ``backend="ray"`` scores in Ray
+    workers (``ray_scoring``; ``ray_address`` as ``run_infer.py --ray-address``), ``workers`` of them.
     """
+    from cdp_integration import storage
+
     started = time.perf_counter()
-    sessions_root = Path(sessions_dir)
-    if not sessions_root.is_dir():
-        raise EvaluationError(f"{sessions_root}: sessions directory not found")
+    if backend not in BACKENDS:
+        raise EvaluationError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    remote = storage.is_url(str(sessions_dir)) and storage.local_path(str(sessions_dir)) is None
+    sessions_root = Path(sessions_dir) if not remote else Path()
+    if not remote:
+        sessions_root = storage.local_path(str(sessions_dir)) or Path(sessions_dir)
+        if not sessions_root.is_dir():
+            raise EvaluationError(f"{sessions_root}: sessions directory not found")
     if workers < 1:
         raise EvaluationError(f"workers must be at least 1, not {workers}")
     if scorer is not None and scorer not in SCORERS:
         raise EvaluationError(f"unknown scorer {scorer!r}; choose one of {', '.join(SCORERS)}")
     if score_fn is None:
-        _check_default_scorer(import_it=workers == 1)
-    elif workers > 1:
+        _check_default_scorer(import_it=workers == 1 and backend == "local")
+    elif workers > 1 or backend != "local":
         _check_picklable(score_fn)
-    sessions, partials = discover_sessions(sessions_root)
+    if remote:
+        location = str(sessions_dir).rstrip("/")
+        names = storage.find(location, (_SESSION_SUFFIX, _PARTIAL_SUFFIX))
+        sessions = [Path(name) for name in names if name.endswith(_SESSION_SUFFIX)]
+        partials = [Path(name) for name in names if name.endswith(_PARTIAL_SUFFIX)]
+    else:
+        sessions, partials = discover_sessions(sessions_root)
     if not sessions and not partials:
-        raise EvaluationError(f"{sessions_root}: no session files (*{_SESSION_SUFFIX}) found")
+        raise EvaluationError(f"{sessions_dir}: no session files (*{_SESSION_SUFFIX}) found")
     output_root = Path(output_dir)
     # inside the sessions folder (the default SESSIONS/eval_output), no symlink there is followed
     make_output_dir(output_root, root=sessions_root if is_within(output_root, sessions_root) else None)
     output_path = output_root / OUTPUT_NAME
     done = _prepare_output(output_path, resume=resume)
     jobs = [
-        _Job(str(path), rel)
+        _Job(storage.join(location, rel) if remote else str(path), rel)
         for path in sessions
         if (rel := path.relative_to(sessions_root).as_posix()) not in done
     ]
@@ -280,6 +300,15 @@ def score_directory(
         outcomes: Iterator[_Outcome]
         if not jobs:
             outcomes = iter(())
+        elif backend == "ray":
+            from cdp_integration.evaluate.ray_scoring import ray_outcomes
+
+            ray_jobs = [tuple(job) for job in jobs]
+            outcomes = stack.enter_context(
+                ray_outcomes(
+                    ray_jobs, score_fn, configs, scorer, options, address=ray_address, workers=workers
+                )
+            )
         elif workers == 1:
             fn = score_fn or _default_score_fn()
             outcomes = (_score_one(fn, job, configs, scorer, options) for job in jobs)
@@ -393,12 +422,15 @@ def _score_one(
 ) -> _Outcome:
     """Score one session into its output line (empty if the scorer skipped it); any exception
     becomes an error line."""
+    from cdp_integration import storage
+
     started = time.perf_counter()
     try:
-        path = Path(job.path)
-        _refuse_links(path, job.rel)
+        if storage.local_path(job.path) is not None:  # a storage URL is read into a bounded temp copy
+            _refuse_links(Path(job.path), job.rel)
         kwargs = {**({"scorer": scorer} if scorer is not None else {}), **(options or {})}
-        result = fn(path, configs, **kwargs)
+        with storage.local_copy(job.path) as path:  # a storage URL: a bounded temp copy
+            result = fn(path, configs, **kwargs)
         if not isinstance(result, Mapping):
             raise TypeError(f"the scorer returned {type(result).__name__}, not a dict")
         if result.get("skipped"):

@@ -7,16 +7,20 @@ Thin: argument checks, then ``batch.score_directory`` and ``report.write_report`
 from __future__ import annotations
 
 import sys
+import tempfile
 from contextlib import AbstractContextManager
 from pathlib import Path
 
 import click
 
+from cdp_integration import storage
 from cdp_integration.cli import site_url_option, site_urls_in_environment
 from cdp_integration.deployment import known_site_urls, parse_site_urls
 from cdp_integration.errors import CDPIntegrationError, EvaluationError, escape_controls, one_line_error
 from cdp_integration.evaluate.batch import (
+    BACKENDS,
     DEFAULT_SCORER,
+    OUTPUT_NAME,
     SCORERS,
     Progress,
     ProgressFactory,
@@ -37,13 +41,14 @@ def _progress_bar(total: int) -> AbstractContextManager[Progress]:
 
 
 @click.command("eval")
-@click.argument("sessions_dir", type=click.Path(path_type=Path))
+@click.argument("sessions_location", metavar="SESSIONS_DIR")
 @click.option(
     "-o",
     "--output-dir",
-    type=click.Path(path_type=Path),
+    "output_location",
     default=None,
-    help=f"Where output.jsonl, report.json and report.md go [default: SESSIONS_DIR/{DEFAULT_OUTPUT_SUBDIR}].",
+    help=f"Where output.jsonl, report.json, report.md and report.html go [default: SESSIONS_DIR/{DEFAULT_OUTPUT_SUBDIR}]; "
+    "a directory or a storage URL.",
 )
 @click.option(
     "--configs",
@@ -53,7 +58,20 @@ def _progress_bar(total: int) -> AbstractContextManager[Progress]:
     help="WebArena task configs: a JSON list (test.raw.json, or the demo tasks.json) or a directory of "
     "<task_id>.json files. Default: the config each session carries.",
 )
-@click.option("--workers", type=int, default=1, show_default=True, help="Scoring processes.")
+@click.option("--workers", type=int, default=1, show_default=True, help="Scoring processes (Ray tasks).")
+@click.option(
+    "--backend",
+    type=click.Choice(BACKENDS),
+    default="local",
+    show_default=True,
+    help="local: processes on this machine; ray: Ray workers (sessions from storage, or paths every node sees).",
+)
+@click.option(
+    "--ray-address",
+    default=None,
+    metavar="ADDRESS",
+    help="--backend ray: the cluster (HOST:PORT, ray://HOST:PORT, auto) [default: $RAY_ADDRESS, else a local one].",
+)
 @click.option("--no-resume", is_flag=True, help="Score every session again, starting a new output.jsonl.")
 @click.option(
     "--scorer",
@@ -110,10 +128,12 @@ def _progress_bar(total: int) -> AbstractContextManager[Progress]:
 @click.pass_context
 def eval_command(
     ctx: click.Context,
-    sessions_dir: Path,
-    output_dir: Path | None,
+    sessions_location: str,
+    output_location: str | None,
     configs_path: Path | None,
     workers: int,
+    backend: str,
+    ray_address: str | None,
     no_resume: bool,
     scorer: str,
     trust_configs: bool,
@@ -129,22 +149,44 @@ def eval_command(
     """Score a directory of sessions offline; write output.jsonl and a report.
 
     Sessions already in the output's output.jsonl are skipped, so a stopped run picks up where it
-    was. SESSIONS_DIR may also be an OpenHands run_infer output directory (sessions in a subdirectory).
+    was. SESSIONS_DIR may also be an OpenHands run_infer output directory (sessions in a subdirectory),
+    or a storage URL (s3://bucket/run: fsspec), read one bounded session at a time.
     A session's recorded site URLs are used first; --site-url (or WA_<SITE>, WEBARENA_BASE_URL) give
     those it lacks (imported recordings, raw configs with __SHOPPING__-style placeholders).
     Exit status: 0 when every session was scored, 1 when some could not be (unless --allow-unscored),
     2 for bad arguments.
     """
+    staging: tempfile.TemporaryDirectory[str] | None = None
     try:
         urls = parse_site_urls(site_urls)
+        remote_in = storage.local_path(sessions_location) is None
+        sessions_dir = storage.local_path(sessions_location) or Path()
+        if output_location is None:
+            base = sessions_location
+            if not remote_in and import_format is not None and not sessions_dir.is_dir():
+                base = str(sessions_dir.parent)  # an imported recording file: beside it
+            output_location = storage.join(base, DEFAULT_OUTPUT_SUBDIR)
+        remote_out = storage.local_path(output_location) is None
+        output_dir: Path | None
+        if remote_out:  # written here, uploaded at the end; an earlier output.jsonl pulled to resume
+            staging = tempfile.TemporaryDirectory(prefix="cdp-eval-")
+            output_dir = Path(staging.name)
+            if not no_resume and storage.exists(storage.join(output_location, OUTPUT_NAME)):
+                storage.download(storage.join(output_location, OUTPUT_NAME), Path(staging.name) / OUTPUT_NAME)
+        else:
+            output_dir = storage.local_path(output_location)
+        if remote_in and (import_format is not None or viewers):
+            raise EvaluationError(
+                "--import and --viewers read local files; copy the sessions here first"
+            )
+        assert output_dir is not None
         configs = load_configs(configs_path) if configs_path is not None else None
         if import_format is not None:
             from cdp_integration.imports.common import load_answers
             from cdp_integration.imports.importer import import_recordings
 
-            base = sessions_dir if sessions_dir.is_dir() else sessions_dir.parent
-            output_root = base if output_dir is None else output_dir  # no symlink followed below it
-            output_dir = output_dir if output_dir is not None else base / DEFAULT_OUTPUT_SUBDIR
+            base_dir = sessions_dir if sessions_dir.is_dir() else sessions_dir.parent
+            output_root = base_dir if storage.local_path(output_location) == base_dir / DEFAULT_OUTPUT_SUBDIR else output_dir
             answers = load_answers(answers_path) if answers_path is not None else None
             imported = output_dir / "imported"
             import_recordings(
@@ -158,11 +200,10 @@ def eval_command(
                 output_root=output_root,
             )
             sessions_dir = imported
-        output_dir = output_dir if output_dir is not None else sessions_dir / DEFAULT_OUTPUT_SUBDIR
         progress: ProgressFactory | None = None if no_progress or not sys.stderr.isatty() else _progress_bar
         with site_urls_in_environment(urls):
             summary = score_directory(
-                sessions_dir,
+                sessions_location if remote_in and import_format is None else sessions_dir,
                 output_dir,
                 configs=configs,
                 workers=workers,
@@ -172,17 +213,27 @@ def eval_command(
                 trust_configs=trust_configs,
                 complete_only=complete_only,
                 recorded_only=recorded_only,
+                backend=backend,
+                ray_address=ray_address,
             )
-        incomplete = [path.relative_to(sessions_dir).as_posix() for path in summary.incomplete]
+        incomplete = [
+            (path if remote_in else path.relative_to(sessions_dir)).as_posix() for path in summary.incomplete
+        ]
         report = write_report(output_dir, incomplete_sessions=incomplete)
         run = read_run(output_dir)
         viewer_failures = write_viewers(sessions_dir, output_dir, run) if viewers else []
         html_path = write_run_html(output_dir, run, report, links=viewer_links(run))
+        if remote_out:
+            for name in (OUTPUT_NAME, REPORT_JSON, REPORT_MD, html_path.name):
+                storage.upload(output_dir / name, storage.join(output_location, name))
     except (CDPIntegrationError, OSError, RecursionError, MemoryError, ValueError) as exc:
         if ctx.parent is not None:
             raise  # inside cdp-session: its group prints it the same way
         click.echo(f"{ctx.info_name}: error: {one_line_error(exc)}", err=True)
         ctx.exit(2)
+    finally:
+        if staging is not None:
+            staging.cleanup()
     click.echo(
         f"scored {plural(summary.scored, 'session')} in {summary.elapsed_s:.1f} s, "
         f"{summary.sessions_per_s:.1f} sessions/s with {plural(summary.workers, 'worker')}; "
@@ -201,8 +252,9 @@ def eval_command(
     click.echo("")
     for failure in viewer_failures:
         click.echo(escape_controls(f"no viewer for {failure}"), err=True)
+    shown = output_location.rstrip("/") if remote_out else str(output_dir)
     click.echo(
-        f"wrote {summary.output_path}, {output_dir / REPORT_JSON}, {output_dir / REPORT_MD}, {html_path}"
+        f"wrote {shown}/{OUTPUT_NAME}, {shown}/{REPORT_JSON}, {shown}/{REPORT_MD}, {shown}/{html_path.name}"
     )
     groups = unscored_groups(run.episodes)
     if groups:

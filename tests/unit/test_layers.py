@@ -18,7 +18,18 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "cdp_integration"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "_version", "_lazy", "environment", "interception", "webarena", "deployment"),
+    (
+        "errors",
+        "_version",
+        "_lazy",
+        "environment",
+        "interception",
+        "webarena",
+        "deployment",
+        "storage",
+        "pool",
+        "cluster",
+    ),
     ("session",),
     ("har",),
     ("imports",),

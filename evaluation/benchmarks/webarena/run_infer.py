@@ -100,6 +100,7 @@ def task_source(args: argparse.Namespace) -> tuple[TaskSource, str, dict[str, ob
 
 
 _PER_RUN_OPTIONS = {"--output-dir": 1, "--eval-output-dir": 1, "--num-workers": 1, "--eval-n-limit": 1}
+_BACKENDS = ("local", "ray")
 
 
 def _child_argv(argv: list[str]) -> list[str]:
@@ -122,7 +123,15 @@ def _child_argv(argv: list[str]) -> list[str]:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="run_infer.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--output-dir", "--eval-output-dir", type=Path, required=True)
+    parser.add_argument(
+        "--output-dir",
+        "--eval-output-dir",
+        dest="output_location",
+        required=True,
+        metavar="DIR_OR_URL",
+        help="A directory, or a storage URL (s3://bucket/run, file:///path: fsspec): output.jsonl, "
+        "metadata.json and sessions/ go there.",
+    )
     parser.add_argument(
         "--dataset",
         choices=("demo", "webarena"),
@@ -163,6 +172,33 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="--sdk v1: stream the model's replies (openhands-sdk's stream=True with a token callback).",
     )
     webarena_dataset.add_arguments(parser)
+    group = parser.add_argument_group("a pool of deployments, a Ray cluster")
+    group.add_argument(
+        "--pool",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="--dataset webarena: a TOML or JSON file listing deployments (site URLs, reset command, node "
+        "label); a task goes to any deployment free for it.",
+    )
+    group.add_argument(
+        "--backend",
+        choices=_BACKENDS,
+        default="local",
+        help="local: this machine's processes [default]; ray: Ray workers, one browser and agent each.",
+    )
+    group.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDRESS",
+        help="The Ray cluster (HOST:PORT, ray://HOST:PORT, auto) [default: $RAY_ADDRESS, else a local cluster].",
+    )
+    group.add_argument(
+        "--ray-num-cpus", type=int, default=2, help="CPUs of a local Ray cluster [default: 2]."
+    )
+    group.add_argument(
+        "--ray-worker-cpus", type=float, default=1.0, help="CPUs a Ray worker reserves [default: 1]."
+    )
     # what a --num-workers run gives each V0 child (sdk_v0.child_driver), not for users
     parser.add_argument("--v0-episode", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--v0-ready-fd", type=int, default=None, help=argparse.SUPPRESS)
@@ -174,16 +210,45 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.llm_base_url is not None and args.mode == "direct":
         parser.error("--mode direct plays the scripted actions; it takes no LLM")
     webarena_dataset.check_arguments(parser, args)
+    from cdp_integration import storage
+
+    args.output_dir = storage.local_path(args.output_location)  # None: a storage URL
+    if (args.pool is not None or args.backend == "ray") and args.dataset != "webarena":
+        parser.error("--pool and --backend ray run --dataset webarena (a deployment every worker can reach)")
+    if args.pool is not None and args.backend == "local" and args.num_workers > 1:
+        parser.error("--pool with --backend local runs one task at a time; use --backend ray for more")
     return args
 
 
 def run(args: argparse.Namespace, argv: Sequence[str]) -> Path:
-    """Every selected task once (those already in ``output.jsonl`` skipped); returns its path."""
-    tasks, dataset, dataset_metadata = task_source(args)
-    output_dir: Path = args.output_dir.resolve()
+    """Every selected task once (those already in ``output.jsonl`` skipped); returns its path (a
+    storage URL's: the local staging copy, removed once uploaded)."""
+    import pool_runner
+
     if args.v0_episode is not None:  # a child of a V0 --num-workers run: one episode, no output line
+        tasks, _, _ = task_source(args)
         sdk_v0.play_child(args, tasks)
         return Path(args.v0_episode)
+    output = pool_runner.RunOutput(args.output_location)
+    try:
+        if args.pool is not None or args.backend == "ray":
+            if args.sdk == "v1":
+                import sdk_v1
+
+                metadata = sdk_v1.metadata(args, output.dir, "webarena")
+            else:
+                metadata = sdk_v0.metadata(args, output.dir, "webarena")
+            path = pool_runner.run_pool(args, argv, output, metadata)
+        else:
+            path = _run_local(args, argv, output)
+    finally:
+        output.finish()
+    return path
+
+
+def _run_local(args: argparse.Namespace, argv: Sequence[str], output: object) -> Path:
+    tasks, dataset, dataset_metadata = task_source(args)
+    output_dir: Path = output.dir  # type: ignore[attr-defined]
     driver: Driver
     environment = None
     if args.sdk == "v1":
@@ -207,6 +272,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> Path:
         metadata=metadata | dataset_metadata,
         workers=args.num_workers,
         environment=environment,
+        after_line=output.publish_line,  # type: ignore[attr-defined]
     )
 
 
@@ -229,7 +295,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"run_infer.py: error: {exc}", file=sys.stderr)
         sys.exit(2)
     if args.v0_episode is None:
-        print(f"wrote {output}")
+        print(
+            f"wrote {args.output_location.rstrip('/')}/output.jsonl"
+            if args.output_dir is None
+            else f"wrote {output}"
+        )
 
 
 if __name__ == "__main__":

@@ -73,3 +73,82 @@ class SiteScheduler[T]:
                     if not self._readers[site]:
                         del self._readers[site]
             self._changed.notify_all()
+
+
+class PoolScheduler[T]:
+    """``SiteScheduler``'s rule per deployment of a pool: ``take(deployment)`` is the first pending task
+    (in the run's order) free on that deployment's servers, or None; never blocks (one caller, the loop
+    that hands out work). ``servers(task, deployment)`` names the task's servers there.
+
+    ``retry(task, deployment)`` puts a task whose worker died back in front, to run on another
+    deployment when one is live; ``drain(deployment)`` stops handing out work there."""
+
+    def __init__(
+        self,
+        tasks: Sequence[T],
+        deployments: Sequence[str],
+        *,
+        servers: Callable[[T, str], Sequence[str]],
+        exclusive: Callable[[T], bool],
+    ) -> None:
+        self._pending = list(tasks)
+        self._live = list(deployments)
+        self._servers = servers
+        self._exclusive = exclusive
+        self._readers: dict[str, int] = {}
+        self._writers: set[str] = set()
+        self._avoid: dict[int, set[str]] = {}
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    @property
+    def live(self) -> tuple[str, ...]:
+        return tuple(self._live)
+
+    def _free(self, task: T, servers: Sequence[str]) -> bool:
+        if self._exclusive(task):
+            return not any(server in self._writers or self._readers.get(server) for server in servers)
+        return not any(server in self._writers for server in servers)
+
+    def take(self, deployment: str) -> T | None:
+        if deployment not in self._live:
+            return None
+        blocked: set[str] = set()
+        for number, task in enumerate(self._pending):
+            avoid = self._avoid.get(id(task), set())
+            if deployment in avoid and any(other not in avoid for other in self._live):
+                continue
+            servers = set(self._servers(task, deployment))
+            if not servers & blocked and self._free(task, tuple(servers)):
+                del self._pending[number]
+                if self._exclusive(task):
+                    self._writers.update(servers)
+                else:
+                    for server in servers:
+                        self._readers[server] = self._readers.get(server, 0) + 1
+                return task
+            if self._exclusive(task):
+                blocked |= servers
+        return None
+
+    def done(self, task: T, deployment: str) -> None:
+        servers = self._servers(task, deployment)
+        if self._exclusive(task):
+            self._writers.difference_update(servers)
+        else:
+            for server in servers:
+                self._readers[server] -= 1
+                if not self._readers[server]:
+                    del self._readers[server]
+
+    def retry(self, task: T, deployment: str) -> None:
+        """``task`` ran on ``deployment`` and did not finish: released and pending again, first."""
+        self.done(task, deployment)
+        self._avoid.setdefault(id(task), set()).add(deployment)
+        self._pending.insert(0, task)
+
+    def drain(self, deployment: str) -> None:
+        if deployment in self._live:
+            self._live.remove(deployment)

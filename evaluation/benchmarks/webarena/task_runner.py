@@ -356,6 +356,7 @@ def run_tasks(
     metadata: dict[str, Any],
     workers: int = 1,
     environment: contextlib.AbstractContextManager[Any] | None = None,
+    after_line: Callable[[dict[str, Any]], None] | None = None,
 ) -> Path:
     """Every task not yet in ``<output_dir>/output.jsonl``, one line each; returns its path.
 
@@ -363,7 +364,8 @@ def run_tasks(
     around the run (after ``private_home``, before the tasks' sites). With ``workers`` > 1 the tasks
     are handed out by ``SiteScheduler`` to that many threads, each with a driver of its own; with one,
     the episodes run in the calling thread. The first error stops handing out tasks and is raised
-    once the running ones end (a failed reset: the tasks before it have their lines)."""
+    once the running ones end (a failed reset: the tasks before it have their lines). ``after_line(line)``
+    runs after each line is written (uploads it where the output is a storage URL)."""
     output_dir.mkdir(parents=True, exist_ok=True)
     output = output_dir / "output.jsonl"
     done = done_instances(output)
@@ -389,8 +391,11 @@ def run_tasks(
                         return
                     finally:
                         scheduler.done(task)
-                    with write, open(output, "a") as out:
-                        out.write(json.dumps(line, default=str) + "\n")
+                    with write:
+                        with open(output, "a") as out:
+                            out.write(json.dumps(line, default=str) + "\n")
+                        if after_line is not None:
+                            after_line(line)
 
         if workers == 1:
             worker()

@@ -96,13 +96,17 @@ class WebArenaRun:
         self.urls: dict[str, str] = {}
         self.plans: dict[int, dict[str, Steps]] = {}
         self.resets = 0
+        self.reset_cmd: str | None = args.reset_cmd
+        """The reset command of this run's deployment (a pool's deployment may name its own)."""
 
-    def prepare(self) -> None:
+    def prepare(self, *, check_sites: bool = True) -> None:
         """Everything that can fail fast, before OpenHands starts: task ids, site URLs, trajectories,
-        reachability of every site the tasks use. Raises ``EnvironmentSetupError``."""
+        reachability of every site the tasks use. Raises ``EnvironmentSetupError``. Without
+        ``check_sites`` (a pool: its deployments are checked each) no site URL is read or probed."""
         args = self.args
         self.tasks = load_webarena_tasks(args.task_ids, args.eval_n_limit)
-        self.urls = site_urls_from_environment()
+        if check_sites:
+            self.urls = site_urls_from_environment()
         trajectories = args.trajectories or os.environ.get(TRAJECTORIES_VARIABLE)
         if args.llm_base_url is None:
             if not trajectories:
@@ -119,7 +123,17 @@ class WebArenaRun:
                     f"no scripted {args.trajectory} trajectory for task(s) "
                     f"{', '.join(map(str, unplanned))} in {trajectories}; pass --llm-base-url for a model"
                 )
-        preflight(self.tasks, self.urls)
+        if check_sites:
+            preflight(self.tasks, self.urls)
+        else:
+            preflight(self.tasks, {})  # the LLM judge's settings only
+
+    def prepare_deployment(self, deployment: Any) -> None:
+        """``prepare`` for one deployment of a pool (``cdp_integration.pool.Deployment``), checked
+        already: its site URLs and reset command."""
+        self.prepare(check_sites=False)
+        self.urls = dict(deployment.urls)
+        self.reset_cmd = deployment.reset_cmd or self.args.reset_cmd
 
     def configure(self) -> None:
         """Site variables (``WA_*`` for BrowserGym, plain for the evaluators) for this process and the
@@ -182,7 +196,7 @@ class WebArenaRun:
     def before_task(self, task: WebArenaTaskSpec) -> float | None:
         """Run the reset command when ``task`` needs it; the seconds it took, else None. Called
         before the task, and again after ``plan``'s rehearsal of it."""
-        command = self.args.reset_cmd
+        command = self.reset_cmd
         if not command or not needs_reset(task, self.args.reset_when):
             return None
         print(f"webarena.{task.task_id}: resetting ({command})", file=sys.stderr)
@@ -195,7 +209,7 @@ class WebArenaRun:
         it must run alone on them (``--num-workers``)."""
         from cdp_integration.deployment import verified_task_types
 
-        reset = bool(self.args.reset_cmd) and needs_reset(task, self.args.reset_when)
+        reset = bool(self.reset_cmd) and needs_reset(task, self.args.reset_when)
         return reset or verified_task_types().get(task.task_id) == "mutate"
 
     def metadata(self) -> dict[str, Any]:

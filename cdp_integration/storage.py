@@ -1,0 +1,210 @@
+"""Sessions and outputs in object storage: fsspec URLs (``s3://``, ``gs://``, ``file://``) next to paths.
+
+A location is a local path or a URL with a scheme (``s3://bucket/run``). URLs go through fsspec (s3fs
+for ``s3://``; the endpoint and credentials come from the usual places: ``AWS_ENDPOINT_URL``,
+``AWS_ACCESS_KEY_ID``..., or fsspec's ``FSSPEC_S3_*`` variables); ``file://`` is a plain path.
+
+Writers keep working on local files (capture's crash-safe ``*.partial``, ``output.jsonl`` appends) and
+``upload`` the finished file as one object, so a reader never sees half of it. Readers never parse a
+remote object in place: ``local_copy`` downloads it into a private temp file, refusing it past
+``max_bytes`` (checked before and while reading), and the existing loaders read that file with their
+own limits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from cdp_integration.errors import EnvironmentSetupError, SessionFormatError
+
+__all__ = [
+    "MAX_DOWNLOAD_BYTES",
+    "MAX_LISTED",
+    "download",
+    "exists",
+    "find",
+    "is_url",
+    "join",
+    "local_copy",
+    "local_path",
+    "upload",
+]
+
+MAX_DOWNLOAD_BYTES = 1024**3
+"""The largest object ``local_copy`` reads (a session file is refused past 1 GB decompressed anyway);
+``CDP_STORAGE_MAX_BYTES`` overrides it."""
+MAX_LISTED = 1_000_000
+"""At most this many objects under one prefix are listed."""
+_CHUNK = 1024**2
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
+
+
+def is_url(location: str | os.PathLike[str]) -> bool:
+    """Whether ``location`` is a URL with a scheme (``s3://...``), not a path."""
+    return isinstance(location, str) and _SCHEME.match(location) is not None
+
+
+def local_path(location: str | os.PathLike[str]) -> Path | None:
+    """The local path ``location`` names (a path, or a ``file://`` URL); None for a remote URL."""
+    if not is_url(location):
+        return Path(location)
+    text = str(location)
+    if text.lower().startswith("file://"):
+        parts = urlsplit(text)
+        if parts.netloc not in ("", "localhost"):
+            raise EnvironmentSetupError(f"{text}: a file:// URL names this machine's files (file:///path)")
+        return Path(unquote(parts.path))
+    return None
+
+
+def _max_bytes() -> int:
+    text = os.environ.get("CDP_STORAGE_MAX_BYTES", "").strip()
+    if not text:
+        return MAX_DOWNLOAD_BYTES
+    if not text.isdigit() or int(text) < 1:
+        raise SessionFormatError(f"CDP_STORAGE_MAX_BYTES={text!r}: expected a positive integer")
+    return int(text)
+
+
+def _filesystem(url: str) -> tuple[Any, str]:
+    """fsspec's filesystem for ``url`` and the path within it; one-line errors."""
+    try:
+        import fsspec
+    except ImportError:
+        raise EnvironmentSetupError(
+            f"{url}: storage URLs need fsspec (install the 'ray' extra: cdp-integration[ray])"
+        ) from None
+    try:
+        fs, path = fsspec.core.url_to_fs(url)
+    except ImportError as exc:
+        raise EnvironmentSetupError(f"{url}: no fsspec driver for this URL ({exc})") from None
+    except ValueError as exc:
+        raise EnvironmentSetupError(f"{url}: not a storage URL fsspec knows ({exc})") from None
+    return fs, str(path)
+
+
+def join(location: str, *parts: str) -> str:
+    """``location`` with ``parts`` appended by ``/`` (a URL) or as path parts."""
+    if not is_url(location):
+        return str(Path(location).joinpath(*parts))
+    return "/".join([location.rstrip("/"), *(part.strip("/") for part in parts)])
+
+
+def exists(location: str) -> bool:
+    path = local_path(location)
+    if path is not None:
+        return path.exists()
+    fs, key = _filesystem(location)
+    try:
+        return bool(fs.exists(key))
+    except OSError as exc:
+        raise EnvironmentSetupError(f"{location}: storage not reachable ({_short(exc)})") from None
+
+
+def upload(local: Path, location: str) -> None:
+    """Put the finished file ``local`` at ``location`` as one object (a local target: a temp file in its
+    directory renamed over it), so readers see the old object or the whole new one, never a part."""
+    path = local_path(location)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.uploading")
+        try:
+            shutil.copyfile(local, temporary)
+            os.replace(temporary, path)
+        finally:
+            temporary.unlink(missing_ok=True)
+        return
+    fs, key = _filesystem(location)
+    try:
+        fs.put_file(str(local), key)  # an object PUT (or a completed multipart upload) is all or nothing
+    except OSError as exc:
+        raise EnvironmentSetupError(f"cannot upload {local.name} to {location}: {_short(exc)}") from None
+
+
+def download(location: str, target: Path, *, max_bytes: int | None = None) -> Path:
+    """Copy the object at ``location`` into ``target``, refusing it past ``max_bytes`` (default
+    ``MAX_DOWNLOAD_BYTES``): its listed size first, then every chunk read, since a listing can lie."""
+    limit = _max_bytes() if max_bytes is None else max_bytes
+    fs, key = _filesystem(location)
+    try:
+        info = fs.info(key)
+    except FileNotFoundError:
+        raise SessionFormatError(f"{location}: no such object") from None
+    except OSError as exc:
+        raise EnvironmentSetupError(f"{location}: storage not reachable ({_short(exc)})") from None
+    if info.get("type") == "directory":
+        raise SessionFormatError(f"{location}: is a directory, not a file")
+    size = info.get("size")
+    if isinstance(size, int) and size > limit:
+        raise SessionFormatError(
+            f"{location}: {size} bytes, over the {limit}-byte limit (CDP_STORAGE_MAX_BYTES)"
+        )
+    read = 0
+    try:
+        with fs.open(key, "rb", block_size=_CHUNK) as source, open(target, "wb") as out:
+            while chunk := source.read(_CHUNK):
+                read += len(chunk)
+                if read > limit:
+                    raise SessionFormatError(
+                        f"{location}: more than {limit} bytes (limit CDP_STORAGE_MAX_BYTES); refused"
+                    )
+                out.write(chunk)
+    except SessionFormatError:
+        target.unlink(missing_ok=True)
+        raise
+    except OSError as exc:
+        target.unlink(missing_ok=True)
+        raise EnvironmentSetupError(f"cannot read {location}: {_short(exc)}") from None
+    return target
+
+
+@contextlib.contextmanager
+def local_copy(location: str | os.PathLike[str], *, max_bytes: int | None = None) -> Iterator[Path]:
+    """A local file with the content at ``location``: the path itself when local, else a bounded
+    download (``download``) into a private temp directory removed afterwards."""
+    path = local_path(location)
+    if path is not None:
+        yield path
+        return
+    text = str(location)
+    name = text.rstrip("/").rsplit("/", 1)[-1] or "object"
+    directory = Path(tempfile.mkdtemp(prefix="cdp-storage-"))
+    try:
+        yield download(text, directory / name, max_bytes=max_bytes)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def find(location: str, suffixes: tuple[str, ...]) -> list[str]:
+    """Object names under ``location`` (relative, ``/``-separated, sorted) ending in one of ``suffixes``;
+    at most ``MAX_LISTED``."""
+    fs, key = _filesystem(location)
+    root = key.rstrip("/")
+    try:
+        found = fs.find(root, maxdepth=None)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise EnvironmentSetupError(f"{location}: storage not reachable ({_short(exc)})") from None
+    names = []
+    for name in found:
+        relative = str(name)[len(root) :].lstrip("/")
+        if relative.endswith(suffixes) and ".." not in relative.split("/"):
+            names.append(relative)
+            if len(names) > MAX_LISTED:
+                raise SessionFormatError(f"{location}: more than {MAX_LISTED} objects listed; refused")
+    return sorted(names)
+
+
+def _short(exc: BaseException, limit: int = 160) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
