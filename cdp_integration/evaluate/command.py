@@ -176,9 +176,7 @@ def eval_command(
         else:
             output_dir = storage.local_path(output_location)
         if remote_in and (import_format is not None or viewers):
-            raise EvaluationError(
-                "--import and --viewers read local files; copy the sessions here first"
-            )
+            raise EvaluationError("--import and --viewers read local files; copy the sessions here first")
         assert output_dir is not None
         configs = load_configs(configs_path) if configs_path is not None else None
         if import_format is not None:
@@ -186,7 +184,11 @@ def eval_command(
             from cdp_integration.imports.importer import import_recordings
 
             base_dir = sessions_dir if sessions_dir.is_dir() else sessions_dir.parent
-            output_root = base_dir if storage.local_path(output_location) == base_dir / DEFAULT_OUTPUT_SUBDIR else output_dir
+            output_root = (
+                base_dir
+                if storage.local_path(output_location) == base_dir / DEFAULT_OUTPUT_SUBDIR
+                else output_dir
+            )
             answers = load_answers(answers_path) if answers_path is not None else None
             imported = output_dir / "imported"
             import_recordings(

@@ -536,7 +536,9 @@ def verified_score_file(path: Path, configs: Mapping[int, dict[str, Any]] | None
     errored = result.status == "error"
     provenance = imported_provenance(session.header.options)
     checks = [check.to_dict() for check in verified_checks(result.details, session, provenance)]
-    score = None if errored else (browsergym_reward(result) if _recorded_in_browsergym(session) else result.score)
+    score = (
+        None if errored else (browsergym_reward(result) if _recorded_in_browsergym(session) else result.score)
+    )
     error = (result.error or "WebArena-Verified evaluation error") if errored else None
     return {
         "instance_id": session.instance_id,

@@ -9,9 +9,7 @@ line made from it says where it came from.
 from __future__ import annotations
 
 import base64
-import os
 import re
-import stat
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,7 +29,7 @@ from cdp_integration.session.store import (
     load_session,
     new_header,
 )
-from cdp_integration.session.untrusted import clean_text, make_output_dir, read_json
+from cdp_integration.session.untrusted import clean_text, make_output_dir, read_input, read_json
 
 __all__ = [
     "FORMATS",
@@ -43,8 +41,8 @@ __all__ = [
     "imported_verified_gap",
     "load_answers",
     "read_json_file",
-    "safe_name",
     "read_screenshot",
+    "safe_name",
     "write_episode",
 ]
 
@@ -188,36 +186,22 @@ def read_screenshot(folder: Path, name: str, *, max_bytes: int = MAX_SCREENSHOT_
     """Base64 of the PNG file ``name`` (relative) inside the recording's ``folder``, else None.
 
     None, never an error, for what a recording may lack or must not reach: a missing file, a name
-    that is absolute or climbs out (``..``), a symlink anywhere below ``folder``, a file that is not
-    regular, larger than ``max_bytes`` or not a PNG. The step then simply has no screenshot.
+    that is absolute or climbs out (``..``), a symlink anywhere below ``folder`` (``untrusted.read_input``
+    opens every component with ``O_NOFOLLOW``), a file that is not regular, larger than ``max_bytes``
+    or not a PNG. The step then simply has no screenshot.
     """
     relative = Path(name)
     if not name or relative.is_absolute() or any(part in ("", ".", "..") for part in relative.parts):
         return None
-    path = folder
-    for part in relative.parts:
-        path = path / part
-        try:
-            if stat.S_ISLNK(os.lstat(path).st_mode):
-                return None
-        except (OSError, ValueError):
-            return None
     try:
-        seen = os.lstat(path)
-        fd = open_regular_file(path, str(path), "screenshot")
+        data = read_input(
+            folder / relative, max_bytes=max_bytes, root=folder, what="screenshot", inflate=False
+        )
     except (OSError, SessionFormatError):
         return None
-    try:
-        opened = os.fstat(fd)
-        if (opened.st_dev, opened.st_ino) != (seen.st_dev, seen.st_ino) or opened.st_size > max_bytes:
-            return None  # swapped after the check, or too large
-        with os.fdopen(os.dup(fd), "rb") as file:
-            data = file.read(max_bytes + 1)
-    finally:
-        os.close(fd)
-    if len(data) > max_bytes or not data.startswith(_PNG_MAGIC):
+    if not bytes(data).startswith(_PNG_MAGIC):
         return None
-    return base64.b64encode(data).decode("ascii")
+    return base64.b64encode(bytes(data)).decode("ascii")
 
 
 def load_answers(path: Path) -> dict[str, str | None]:

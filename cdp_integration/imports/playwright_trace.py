@@ -656,7 +656,9 @@ def _read_trace(reader: ZipReader, limits: SessionLimits) -> _Trace:
                 trace.pages[page_id].closed = line
     prefixes = {name.removesuffix("trace.trace") for name, _ in members}
     network = [
-        e for name, e in _lines(reader, ".network", limits, held) if name.removesuffix("trace.network") in prefixes
+        e
+        for name, e in _lines(reader, ".network", limits, held)
+        if name.removesuffix("trace.network") in prefixes
     ]
     for event in upgrade_network(network):
         entry = event.get("snapshot")
