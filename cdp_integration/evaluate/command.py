@@ -226,11 +226,6 @@ def write_viewers(sessions_dir: Path, output_dir: Path, run: Run) -> list[str]:
     return failures
 
 
-def register_eval_command(group: click.Group) -> None:
-    """Add ``eval`` to the ``cdp-session`` group."""
-    group.add_command(eval_command)
-
-
 _FLIPS_PRINTED = 50
 SESSION_CONFIGS = "session"
 """``--configs session``: the config each session carries (the default of ``eval``)."""
@@ -378,3 +373,8 @@ def _labels(runs: tuple[Path, ...], scorers: tuple[str, ...], configs: tuple[str
         seen[safe] = seen.get(safe, 0) + 1
         unique.append(safe if seen[safe] == 1 else f"{safe}-{seen[safe]}")
     return unique
+
+
+def register_eval_command(group: click.Group) -> None:
+    """Add ``eval`` to the ``cdp-session`` group."""
+    group.add_command(eval_command)
