@@ -117,6 +117,7 @@ def test_sessions_of_a_task_are_its_trials_in_every_figure(tmp_path: Path) -> No
     page = render_run_html(run, report)
     assert 'id="mixed-trials"' in page
     assert "pass@3" in page
+    assert 'id="no-viewers"' in page and "<code>--viewers</code>" in page
 
 
 def test_unscored_sessions_are_grouped_by_the_shape_of_their_error(tmp_path: Path) -> None:
