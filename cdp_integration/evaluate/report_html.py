@@ -325,6 +325,12 @@ def render_run_html(run: Run, report: Report, *, links: Mapping[str, str] | None
     )
     body.append(_provenance_section(run))
     body.append(_failure_section(run))
+    if not links:
+        body.append(
+            '<p class="muted" id="no-viewers">No viewer links: run the same <code>cdp-session eval</code> again '
+            "with <code>--viewers</code> (scored sessions are not scored again) to link every episode to its "
+            "step-by-step viewer, or write one with <code>cdp-session view SESSION</code>.</p>"
+        )
     body.append(
         table_section("Episodes", EPISODE_COLUMNS, _episode_rows(tasks.values(), links or {}), sort="task")
     )

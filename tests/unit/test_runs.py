@@ -117,6 +117,7 @@ def test_sessions_of_a_task_are_its_trials_in_every_figure(tmp_path: Path) -> No
     page = render_run_html(run, report)
     assert 'id="mixed-trials"' in page
     assert "pass@3" in page
+    assert 'id="no-viewers"' in page and "<code>--viewers</code>" in page
 
 
 def test_unscored_sessions_are_grouped_by_the_shape_of_their_error(tmp_path: Path) -> None:
@@ -322,3 +323,20 @@ def test_viewer_links_stay_inside_the_runs_viewers_directory(tmp_path: Path) -> 
     sessions.mkdir()
     assert write_viewers(sessions, run_dir, run) == []  # neither session is inside SESSIONS_DIR to view
     assert sorted(p.name for p in (run_dir / "viewers").iterdir()) == ["a.html"]
+
+
+def test_compare_three_runs_sets_each_against_the_first(tmp_path: Path) -> None:
+    a, b = _ten_tasks({1, 2, 3})
+    _, c = _ten_tasks({5})
+    for name, lines in (("a", a), ("b", b), ("c", c)):
+        write_run(tmp_path / name, lines)
+    runs = [str(tmp_path / name) for name in "abc"]
+    result = CliRunner().invoke(cli, ["compare", *runs, "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    data = orjson.loads((tmp_path / "out" / "compare.json").read_bytes())["comparisons"]
+    assert [(item["a"]["name"], item["b"]["name"], item["flipped"]) for item in data] == [
+        ("a", "b", 3),
+        ("a", "c", 1),
+    ]
+    page = (tmp_path / "out" / "compare.html").read_text()
+    assert '"key":"pair","label":"comparison","filter":true' in page
