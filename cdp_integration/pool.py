@@ -21,7 +21,6 @@ is drained (left out, with the reason), not fatal, unless none is left.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 import tomllib
@@ -128,14 +127,27 @@ def _deployment(path: Path, number: int, entry: object) -> Deployment:
     return Deployment(name, urls, entry.get("reset_cmd"), entry.get("node_label"), workers)
 
 
+MAX_POOL_BYTES = 1024 * 1024
+"""A pool file lists deployments: a megabyte is thousands of them."""
+
+
 def load_pool(path: Path) -> list[Deployment]:
     """The deployments of the pool file ``path`` (``.toml``, or JSON for any other name)."""
+    from cdp_integration.errors import SessionFormatError
+    from cdp_integration.session.limits import SessionLimits
+    from cdp_integration.session.untrusted import parse_json, read_input
+
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise EnvironmentSetupError(f"{path}: cannot read the pool file ({exc})") from None
+        data = read_input(path, max_bytes=MAX_POOL_BYTES, what="pool file", inflate=False)
+        text = bytes(data).decode()
+    except (SessionFormatError, UnicodeDecodeError) as exc:
+        raise EnvironmentSetupError(f"cannot read the pool file: {exc}") from None
     try:
-        raw: Any = tomllib.loads(text) if path.suffix.lower() == ".toml" else json.loads(text)
+        raw: Any = (
+            tomllib.loads(text)
+            if path.suffix.lower() == ".toml"
+            else parse_json(text, str(path), SessionLimits.from_env())
+        )
     except (tomllib.TOMLDecodeError, ValueError) as exc:
         kind = "TOML" if path.suffix.lower() == ".toml" else "JSON"
         raise EnvironmentSetupError(f"{path}: not valid {kind} ({' '.join(str(exc).split())})") from None

@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from cdp_integration.errors import EnvironmentSetupError, SessionFormatError
+from cdp_integration.session.untrusted import open_output
 
 __all__ = [
     "MAX_DOWNLOAD_BYTES",
@@ -150,7 +151,7 @@ def download(location: str, target: Path, *, max_bytes: int | None = None) -> Pa
         )
     read = 0
     try:
-        with fs.open(key, "rb", block_size=_CHUNK) as source, open(target, "wb") as out:
+        with fs.open(key, "rb", block_size=_CHUNK) as source, open_output(target) as out:
             while chunk := source.read(_CHUNK):
                 read += len(chunk)
                 if read > limit:

@@ -39,6 +39,7 @@ from cdp_integration.evaluate.runs import (
     paired_bootstrap,
     read_run,
 )
+from cdp_integration.session.untrusted import open_output
 
 __all__ = [
     "COMPARE_HTML",
@@ -683,7 +684,11 @@ def write_comparison(
     directory = Path(output_dir)
     directory.mkdir(parents=True, exist_ok=True)
     md, js, page_path = directory / COMPARE_MD, directory / COMPARE_JSON, directory / COMPARE_HTML
-    md.write_text(format_markdown(comparisons), encoding="utf-8")
-    js.write_bytes(orjson.dumps(to_json(comparisons), option=orjson.OPT_INDENT_2) + b"\n")
-    page_path.write_text(render_html(comparisons, links or [({}, {})] * len(comparisons)), encoding="utf-8")
+    for path, data in (
+        (md, format_markdown(comparisons).encode()),
+        (js, orjson.dumps(to_json(comparisons), option=orjson.OPT_INDENT_2) + b"\n"),
+        (page_path, render_html(comparisons, links or [({}, {})] * len(comparisons)).encode()),
+    ):
+        with open_output(path) as output:  # never through a symlink planted where a report goes
+            output.write(data)
     return md, js, page_path

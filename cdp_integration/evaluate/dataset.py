@@ -31,6 +31,7 @@ from typing import Any
 import orjson
 
 from cdp_integration.errors import EvaluationError, SessionFormatError
+from cdp_integration.session.untrusted import open_output
 
 __all__ = [
     "COLUMNS",
@@ -129,7 +130,8 @@ def export_dataset(
         rows = _rows(records, agent=agent, redacted=redact)
         (staging / "data").mkdir()
         _write_parquet(rows, staging / DATA_FILE)
-        (staging / CARD_FILE).write_text(_card(rows, scorer=scorer or "webarena", redacted=redact))
+        with open_output(staging / CARD_FILE, root=staging) as card:
+            card.write(_card(rows, scorer=scorer or "webarena", redacted=redact).encode())
         shutil.rmtree(scores_dir)
         for name in (SESSIONS_DIR, "data", CARD_FILE):
             os.replace(staging / name, out_root / name)
@@ -258,12 +260,10 @@ def _write(session: Any, target: Path) -> None:
 
 
 def _read_output(path: Path) -> list[dict[str, Any]]:
-    records = []
-    with open(path, "rb") as handle:  # our own output.jsonl, written a moment ago
-        for line in handle:
-            if line.strip():
-                records.append(orjson.loads(line))
-    return records
+    """The lines of the ``output.jsonl`` just written (``runs.read_run``'s bounded reader)."""
+    from cdp_integration.evaluate.runs import read_output_lines
+
+    return read_output_lines(path)
 
 
 def _rows(records: list[dict[str, Any]], *, agent: str | None, redacted: bool) -> list[dict[str, Any]]:
@@ -350,7 +350,8 @@ def _write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
     }
     schema = pa.schema([(name, types.get(name, pa.string())) for name in COLUMNS])
     table = pa.Table.from_pylist(rows, schema=schema)
-    pq.write_table(table, path)
+    with open_output(path) as output:  # never through a symlink planted where the file goes
+        pq.write_table(table, output)
 
 
 def _versions() -> dict[str, str]:

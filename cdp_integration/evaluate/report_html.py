@@ -20,6 +20,7 @@ import orjson
 
 from cdp_integration.evaluate.report import CONFIDENCE, Report, describe_trials, plural
 from cdp_integration.evaluate.runs import Group, Run, TaskResult, group_by, trial_summary
+from cdp_integration.session.untrusted import open_output
 
 __all__ = [
     "REPORT_HTML",
@@ -373,5 +374,6 @@ def write_run_html(
 ) -> Path:
     """Write ``report.html`` into ``output_dir``."""
     path = Path(output_dir) / REPORT_HTML
-    path.write_text(render_run_html(run, report, links=links), encoding="utf-8")
+    with open_output(path) as output:  # never through a symlink planted where the report goes
+        output.write(render_run_html(run, report, links=links).encode())
     return path

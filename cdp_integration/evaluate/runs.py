@@ -15,7 +15,7 @@ import math
 import os
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ import orjson
 
 from cdp_integration.errors import EvaluationError
 from cdp_integration.evaluate.report import bootstrap_ci, describe_trials, plural
+from cdp_integration.session.untrusted import iter_file_lines, open_input
 
 __all__ = [
     "OUTPUT_NAME",
@@ -247,26 +248,32 @@ def read_run(path: str | os.PathLike[str], *, name: str | None = None) -> Run:
     if output is None:
         raise EvaluationError(f"{path}: no {OUTPUT_NAME} here (an eval output directory or file)")
     run = Run(name=name or _run_name(Path(path)), path=output)
-    try:
-        with open(output, "rb") as file:
-            for line in file:
-                if not line.strip():
-                    continue
-                if len(line) > _MAX_LINE_BYTES:
-                    run.unreadable_lines += 1
-                    continue
-                try:
-                    record = orjson.loads(line)
-                except orjson.JSONDecodeError:
-                    run.unreadable_lines += 1
-                    continue
-                if isinstance(record, dict) and isinstance(record.get("test_result"), dict):
-                    run.episodes.append(_episode(record, None))
-                else:
-                    run.unreadable_lines += 1
-    except OSError as exc:
-        raise EvaluationError(f"{output}: cannot read ({exc.strerror or exc})") from None
+    unreadable = [0]
+    for record in _output_records(output, unreadable):
+        run.episodes.append(_episode(record, None))
+    run.unreadable_lines = unreadable[0]
     return run
+
+
+def read_output_lines(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The records of an ``output.jsonl`` (``untrusted``'s bounded line reader; unreadable lines left out)."""
+    return list(_output_records(Path(path), [0]))
+
+
+def _output_records(output: Path, unreadable: list[int]) -> Iterator[dict[str, Any]]:
+    with os.fdopen(open_input(output, root=output.parent, what=OUTPUT_NAME), "rb") as file:
+        for line in iter_file_lines(file, max_line=_MAX_LINE_BYTES, source=str(output)):
+            if not line.strip():
+                continue
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                unreadable[0] += 1
+                continue
+            if isinstance(record, dict) and isinstance(record.get("test_result"), dict):
+                yield record
+            else:
+                unreadable[0] += 1
 
 
 def _run_name(path: Path) -> str:

@@ -26,11 +26,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "interception",
         "webarena",
         "deployment",
-        "storage",
-        "pool",
-        "cluster",
     ),
     ("session",),
+    ("storage", "pool", "cluster"),
     ("har",),
     ("imports",),
     ("replay",),
@@ -44,7 +42,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 package, a facade over every layer). The ``*.command(s)`` modules are the command layer, wherever
 they live. ``webarena`` (placeholders, site globals, the evaluator's config file and
 settings) is bottom-layer because capture's end probe needs it too.
-``imports`` (other tools' recordings -> sessions) needs only the format below it; evaluate and the
+``storage``, ``pool`` and ``cluster`` (object storage, deployment pools, Ray) read what they fetch
+through ``session.untrusted``. ``imports`` (other tools' recordings -> sessions) needs only the format below it; evaluate and the
 commands use it. ``demo`` is in no layer: the library never imports it. ``integrations`` (capture of agent
 frameworks such as browser-use) sits on the whole library and nothing below imports it."""
 
@@ -253,6 +252,19 @@ ALLOWED_RAW: dict[tuple[str, str], str] = {
         "orjson.loads",
     ): "lines of output.jsonl read by untrusted.iter_file_lines (bounded)",
     ("cdp_integration.evaluate.report", "os.fdopen"): "wraps the descriptor untrusted.open_input returned",
+    (
+        "cdp_integration.evaluate.runs",
+        "orjson.loads",
+    ): "lines of output.jsonl read by untrusted.iter_file_lines (bounded)",
+    ("cdp_integration.evaluate.runs", "os.fdopen"): "wraps the descriptor untrusted.open_input returned",
+    (
+        "cdp_integration.evaluate.explain",
+        "open",
+    ): "the config file the evaluator reads: ours, in our temp dir",
+    (
+        "cdp_integration.evaluate.explain",
+        "json.load",
+    ): "the config file the evaluator reads: ours, in our temp dir",
     ("cdp_integration.evaluate.verified", ".write_text"): "the task file of our own temporary directory",
     ("cdp_integration.webarena", ".write_text"): "the evaluator's config file in our own temporary directory",
     ("cdp_integration.environment", ".write_text"): "NLTK's punkt tables staged from the installed package",
