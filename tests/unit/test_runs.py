@@ -266,10 +266,13 @@ def test_every_flag_an_eval_or_compare_message_names_exists() -> None:
     """The suggestions in the Verified errors and the commands' own messages name real flags."""
     from cdp_integration.evaluate import command, verified
 
+    import click
+
     flags: set[str] = set()
-    for cmd in (command.eval_command, command.compare_command):
-        for param in cmd.params:
-            flags.update(opt for opt in param.opts if opt.startswith("--"))
+    for cmd in vars(command).values():  # every command the module defines: eval, compare, export-dataset
+        if isinstance(cmd, click.Command):
+            for param in cmd.params:
+                flags.update(opt for opt in (*param.opts, *param.secondary_opts) if opt.startswith("--"))
     named: set[str] = set()
     for module in (verified, command):
         tree = ast.parse(Path(module.__file__ or "").read_text())
