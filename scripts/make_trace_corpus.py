@@ -4,8 +4,9 @@
 
 Each producer (a Playwright release) is installed in its own environment under
 ``.cache/trace-producers/`` (idempotent): Python Playwright at WebArena's pin (1.32.1, trace format 4,
-on the machine's Python 3.11: its greenlet has no 3.12 wheel), a mid-2024 release (1.45.1, format 7),
-the current one (1.65.2, format 10), and ``@playwright/test`` (1.65.1, Debian's node). Each records
+on the machine's Python 3.11: its greenlet has no 3.12 wheel), a mid-2024 release (1.45.1, format 7
+without page events), 1.50.0 (format 7 with them), 1.60.0 (format 8), 1.63.0 (format 9), the current
+one (1.65.2, format 10), and ``@playwright/test`` (1.65.1, Debian's node). Each records
 the demo tasks below in the shape WebArena's ``run.py`` gives its traces: the context is created signed
 in (``storage_state``), tracing starts, the agent's page opens the start URL and plays the task's
 scripted trajectory, the **official evaluator** runs on the live page, then tracing stops, so the
@@ -42,6 +43,9 @@ SCRIPTS = Path(__file__).resolve().parent / "trace_producers"
 PRODUCERS: dict[str, dict[str, Any]] = {
     "python-1.32.1": {"kind": "python", "package": "playwright==1.32.1", "screenshots": (10039,)},
     "python-1.45.1": {"kind": "python", "package": "playwright==1.45.1", "screenshots": ()},
+    "python-1.50.0": {"kind": "python", "package": "playwright==1.50.0", "screenshots": ()},
+    "python-1.60.0": {"kind": "python", "package": "playwright==1.60.0", "screenshots": ()},
+    "python-1.63.0": {"kind": "python", "package": "playwright==1.63.0", "screenshots": ()},
     "python-1.65.2": {"kind": "python", "package": "playwright==1.65.2", "screenshots": ()},
     "test-1.65.1": {"kind": "node", "package": "@playwright/test@1.65.1", "screenshots": (10039,)},
 }

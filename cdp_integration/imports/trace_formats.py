@@ -1,14 +1,16 @@
 """Playwright trace formats 4 to 10 upgraded, step by step, to the newest one the importer reads.
 
 A ``*.trace`` member starts with a ``context-options`` event whose ``version`` names its format.
-WebArena's ``run.py`` pins Playwright 1.32 (format 4); mid-2024 releases write 7; 1.6x write 10.
+WebArena's ``run.py`` pins Playwright 1.32 (format 4); 1.45 and 1.50 write 7, 1.60 writes 8, 1.63
+writes 9, 1.65 (and ``@playwright/test`` 1.65) write 10.
 As Playwright's own trace viewer does (its trace loader's ``_modernize_N_to_N+1`` steps), each
 ``upgrade_N`` turns events of format N into format N+1, so the importer reads one model:
 
 - **page lifecycle**: ``BrowserContext.page`` / ``BrowserContext.pageClosed`` events with
   ``params.pageId``. Format 4 wrote them as protocol events (``params.page.guid``, ``Page.close``);
-  the formats after it wrote none (only the ``newPage`` and ``Page.close`` calls), so they are rebuilt
-  from the first event naming a page and from its successful ``close`` call;
+  later releases wrote none (1.45, format 7: only the ``newPage`` and ``Page.close`` calls) until they
+  came back within format 7 (1.50); where a trace has none they are rebuilt from the first event
+  naming a page and from its successful ``close`` call;
 - **timestamps**: ``context-options`` carries ``monotonicTime`` (before format 7 it did not: the
   first call's ``startTime`` and ``wallTime`` anchor the clock, as the viewer does);
 - **snapshot phases**: a ``frame-snapshot`` has ``phase`` (``before`` / ``input`` / ``after``);
@@ -144,8 +146,9 @@ def upgrade_8(events: Events) -> Events:
 
 
 def upgrade_9(events: Events) -> Events:
-    """9 -> 10: a call's ``stepId`` became its call id; page lifecycle events exist. Formats 5 to 9
-    wrote none: a page opens at the first event naming it, and closes after its ``close`` call."""
+    """9 -> 10: a call's ``stepId`` became its call id; page lifecycle events exist. A trace without
+    them (Playwright 1.45's format 7 wrote none): a page opens at the first event naming it, and
+    closes after its ``close`` call returned."""
     steps: dict[str, str] = {}
     for event in events:
         call, step = event.get("callId"), event.get("stepId")

@@ -4,8 +4,9 @@
 Each producer recorded demo episodes as WebArena's ``run.py`` does (tracing on before the agent acts,
 the official evaluator run on the live page, then tracing stopped), on tasks that check the agent's
 page and pages the evaluator opened; ``expected.json`` holds the official evaluator's live score.
-Python Playwright 1.32.1 (WebArena's pin) writes trace format 4, 1.45.1 format 7, 1.65.2 and
-``@playwright/test`` 1.65.1 format 10. Scoring runs on the replay mocks: no browser.
+Python Playwright 1.32.1 (WebArena's pin) writes trace format 4, 1.45.1 format 7 without page events,
+1.50.0 format 7 with them, 1.60.0 format 8, 1.63.0 format 9, 1.65.2 and ``@playwright/test`` 1.65.1
+format 10. Scoring runs on the replay mocks: no browser.
 """
 
 from __future__ import annotations
@@ -26,7 +27,15 @@ from cdp_integration.evaluate.scoring import evaluate_session
 from cdp_integration.session.store import load_session
 
 CORPUS = Path(__file__).resolve().parent.parent / "fixtures" / "traces"
-PRODUCERS = {"python-1.32.1": 4, "python-1.45.1": 7, "python-1.65.2": 10, "test-1.65.1": 10}
+PRODUCERS = {
+    "python-1.32.1": 4,
+    "python-1.45.1": 7,
+    "python-1.50.0": 7,
+    "python-1.60.0": 8,
+    "python-1.63.0": 9,
+    "python-1.65.2": 10,
+    "test-1.65.1": 10,
+}
 """Producer -> the trace format it writes."""
 
 
