@@ -36,6 +36,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from cdp_integration.errors import CDPIntegrationError
+
 if TYPE_CHECKING:
     from cdp_integration.session.store import Session
 
@@ -402,7 +404,7 @@ def _evaluator_call(name: str, original: Callable[..., Any]) -> Callable[..., An
         except Exception as exc:
             if name == "url_match":
                 recorder.url_matched(config_file, page, 0.0, exc)
-            elif not isinstance(exc, _RAISED_THROUGH):
+            elif not isinstance(exc, CDPIntegrationError):  # a miss is the scoring's error, not a check
                 recorder.failed(name, exc)
             raise
         finally:
@@ -414,9 +416,6 @@ def _evaluator_call(name: str, original: Callable[..., Any]) -> Callable[..., An
     return call
 
 
-_RAISED_THROUGH: tuple[type[BaseException], ...] = ()
-
-
 @contextlib.contextmanager
 def record_webarena_checks(recorder: CheckRecorder) -> Iterator[CheckRecorder]:
     """Wrap libwebarena's comparison calls and evaluators for one scoring call, then restore them.
@@ -424,12 +423,9 @@ def record_webarena_checks(recorder: CheckRecorder) -> Iterator[CheckRecorder]:
     The wrappers call the originals unchanged and only note arguments and results; installed files
     are never edited. Scoring is one call at a time per process (batch workers are processes).
     """
-    global _ACTIVE, _RAISED_THROUGH
+    global _ACTIVE
     from webarena.evaluation_harness import evaluators
 
-    from cdp_integration.errors import CDPIntegrationError
-
-    _RAISED_THROUGH = (CDPIntegrationError,)
     string = evaluators.StringEvaluator
     saved: list[tuple[type, str, Any]] = []
     with _LOCK:

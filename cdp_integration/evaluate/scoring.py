@@ -18,6 +18,9 @@ state; ``mixed``: recorded, but some questions (an edited config) were answered 
 ``imported:<format>``: the session was imported from another tool's recording (``cdp-session import``),
 every answer comes from what that format holds.
 ``recorded_only=True`` turns any reconstructed answer into a ``ReconstructedAnswerError``.
+
+Every score carries its checks: the official evaluators' own comparisons, recorded as they run
+(``evaluate.explain``), and a 0 its failure class.
 """
 
 from __future__ import annotations
