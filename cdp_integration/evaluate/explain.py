@@ -26,6 +26,7 @@ docstring and in ``docs/guides/why-a-score.md``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import html
 import inspect
 import json
@@ -369,19 +370,26 @@ _ACTIVE: CheckRecorder | None = None
 _LOCK = threading.Lock()
 
 
-def _named(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+def _named(signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     try:
-        return dict(inspect.signature(function).bind(*args, **kwargs).arguments)
+        return dict(signature.bind(*args, **kwargs).arguments)
     except TypeError:
         return dict(kwargs)
 
 
+@functools.cache
+def _signature(function: Callable[..., Any]) -> inspect.Signature:
+    return inspect.signature(function)
+
+
 def _comparison(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    signature = _signature(original)
+
     def compare(*args: Any, **kwargs: Any) -> Any:
         recorder = _ACTIVE
         if recorder is None:
             return original(*args, **kwargs)
-        named = _named(original, args, kwargs)
+        named = _named(signature, args, kwargs)
         try:
             result = original(*args, **kwargs)
         except Exception as exc:
