@@ -55,6 +55,7 @@ __all__ = [
     "format_checks",
     "record_webarena_checks",
     "verified_checks",
+    "webarena_wrappers",
 ]
 
 ATTRIBUTION_CLASSES = ("answer_wrong", "state_not_reached", "state_undone", "evaluator_miss", "harness_fault")
@@ -367,6 +368,7 @@ def _config(config_file: Any) -> dict[str, Any]:
 
 
 _ACTIVE: CheckRecorder | None = None
+_INSTALLED = False
 _LOCK = threading.Lock()
 
 
@@ -425,13 +427,18 @@ def _evaluator_call(name: str, original: Callable[..., Any]) -> Callable[..., An
 
 
 @contextlib.contextmanager
-def record_webarena_checks(recorder: CheckRecorder) -> Iterator[CheckRecorder]:
+def webarena_wrappers() -> Iterator[None]:
     """Wrap libwebarena's comparison calls and evaluators for one scoring call, then restore them.
 
-    The wrappers call the originals unchanged and only note arguments and results; installed files
-    are never edited. Scoring is one call at a time per process (batch workers are processes).
+    The wrappers call the originals unchanged and note arguments and results only while a recorder
+    is active (``record_webarena_checks``); installed files are never edited. A session's steps are
+    scored under one installation (each change of a class costs the interpreter's caches).
+    Scoring is one call at a time per process (batch workers are processes).
     """
-    global _ACTIVE
+    global _INSTALLED
+    if _INSTALLED:
+        yield
+        return
     from webarena.evaluation_harness import evaluators
 
     string = evaluators.StringEvaluator
@@ -447,13 +454,26 @@ def record_webarena_checks(recorder: CheckRecorder) -> Iterator[CheckRecorder]:
         ):
             saved.append((cls, "__call__", cls.__dict__["__call__"]))
             cls.__call__ = _evaluator_call(name, cls.__dict__["__call__"])  # type: ignore[method-assign]
+        _INSTALLED = True
+        try:
+            yield
+        finally:
+            _INSTALLED = False
+            for cls, name, original in reversed(saved):
+                setattr(cls, name, original)
+
+
+@contextlib.contextmanager
+def record_webarena_checks(recorder: CheckRecorder) -> Iterator[CheckRecorder]:
+    """Record the checks of one ``validate`` call into ``recorder`` (inside ``webarena_wrappers``,
+    installed here when the caller has not)."""
+    global _ACTIVE
+    with webarena_wrappers():
         _ACTIVE = recorder
         try:
             yield recorder
         finally:
             _ACTIVE = None
-            for cls, name, original in reversed(saved):
-                setattr(cls, name, original)
 
 
 # -- WebArena-Verified ---------------------------------------------------------------------------
