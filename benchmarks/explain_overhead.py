@@ -39,7 +39,7 @@ def _without_checks() -> Iterator[None]:
     def no_attribution(*args: Any, **kwargs: Any) -> None:
         return None
 
-    scoring.record_webarena_checks = lambda recorder: contextlib.nullcontext(recorder)  # type: ignore[assignment]
+    scoring.record_webarena_checks = lambda recorder: contextlib.nullcontext(recorder)  # type: ignore[assignment,return-value]
     scoring.attribute = no_attribution  # type: ignore[assignment]
     try:
         yield

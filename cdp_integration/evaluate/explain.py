@@ -26,6 +26,7 @@ docstring and in ``docs/guides/why-a-score.md``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import html
 import inspect
 import json
@@ -35,6 +36,8 @@ import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from cdp_integration.errors import CDPIntegrationError
 
 if TYPE_CHECKING:
     from cdp_integration.session.store import Session
@@ -52,6 +55,7 @@ __all__ = [
     "format_checks",
     "record_webarena_checks",
     "verified_checks",
+    "webarena_wrappers",
 ]
 
 ATTRIBUTION_CLASSES = ("answer_wrong", "state_not_reached", "state_undone", "evaluator_miss", "harness_fault")
@@ -364,22 +368,30 @@ def _config(config_file: Any) -> dict[str, Any]:
 
 
 _ACTIVE: CheckRecorder | None = None
+_INSTALLED = False
 _LOCK = threading.Lock()
 
 
-def _named(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+def _named(signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     try:
-        return dict(inspect.signature(function).bind(*args, **kwargs).arguments)
+        return dict(signature.bind(*args, **kwargs).arguments)
     except TypeError:
         return dict(kwargs)
 
 
+@functools.cache
+def _signature(function: Callable[..., Any]) -> inspect.Signature:
+    return inspect.signature(function)
+
+
 def _comparison(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    signature = _signature(original)
+
     def compare(*args: Any, **kwargs: Any) -> Any:
         recorder = _ACTIVE
         if recorder is None:
             return original(*args, **kwargs)
-        named = _named(original, args, kwargs)
+        named = _named(signature, args, kwargs)
         try:
             result = original(*args, **kwargs)
         except Exception as exc:
@@ -402,7 +414,7 @@ def _evaluator_call(name: str, original: Callable[..., Any]) -> Callable[..., An
         except Exception as exc:
             if name == "url_match":
                 recorder.url_matched(config_file, page, 0.0, exc)
-            elif not isinstance(exc, _RAISED_THROUGH):
+            elif not isinstance(exc, CDPIntegrationError):  # a miss is the scoring's error, not a check
                 recorder.failed(name, exc)
             raise
         finally:
@@ -414,22 +426,21 @@ def _evaluator_call(name: str, original: Callable[..., Any]) -> Callable[..., An
     return call
 
 
-_RAISED_THROUGH: tuple[type[BaseException], ...] = ()
-
-
 @contextlib.contextmanager
-def record_webarena_checks(recorder: CheckRecorder) -> Iterator[CheckRecorder]:
+def webarena_wrappers() -> Iterator[None]:
     """Wrap libwebarena's comparison calls and evaluators for one scoring call, then restore them.
 
-    The wrappers call the originals unchanged and only note arguments and results; installed files
-    are never edited. Scoring is one call at a time per process (batch workers are processes).
+    The wrappers call the originals unchanged and note arguments and results only while a recorder
+    is active (``record_webarena_checks``); installed files are never edited. A session's steps are
+    scored under one installation (each change of a class costs the interpreter's caches).
+    Scoring is one call at a time per process (batch workers are processes).
     """
-    global _ACTIVE, _RAISED_THROUGH
+    global _INSTALLED
+    if _INSTALLED:
+        yield
+        return
     from webarena.evaluation_harness import evaluators
 
-    from cdp_integration.errors import CDPIntegrationError
-
-    _RAISED_THROUGH = (CDPIntegrationError,)
     string = evaluators.StringEvaluator
     saved: list[tuple[type, str, Any]] = []
     with _LOCK:
@@ -443,13 +454,26 @@ def record_webarena_checks(recorder: CheckRecorder) -> Iterator[CheckRecorder]:
         ):
             saved.append((cls, "__call__", cls.__dict__["__call__"]))
             cls.__call__ = _evaluator_call(name, cls.__dict__["__call__"])  # type: ignore[method-assign]
+        _INSTALLED = True
+        try:
+            yield
+        finally:
+            _INSTALLED = False
+            for cls, name, original in reversed(saved):
+                setattr(cls, name, original)
+
+
+@contextlib.contextmanager
+def record_webarena_checks(recorder: CheckRecorder) -> Iterator[CheckRecorder]:
+    """Record the checks of one ``validate`` call into ``recorder`` (inside ``webarena_wrappers``,
+    installed here when the caller has not)."""
+    global _ACTIVE
+    with webarena_wrappers():
         _ACTIVE = recorder
         try:
             yield recorder
         finally:
             _ACTIVE = None
-            for cls, name, original in reversed(saved):
-                setattr(cls, name, original)
 
 
 # -- WebArena-Verified ---------------------------------------------------------------------------

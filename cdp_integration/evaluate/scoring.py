@@ -18,6 +18,9 @@ state; ``mixed``: recorded, but some questions (an edited config) were answered 
 ``imported:<format>``: the session was imported from another tool's recording (``cdp-session import``),
 every answer comes from what that format holds.
 ``recorded_only=True`` turns any reconstructed answer into a ``ReconstructedAnswerError``.
+
+Every score carries its checks: the official evaluators' own comparisons, recorded as they run
+(``evaluate.explain``), and a 0 its failure class.
 """
 
 from __future__ import annotations
@@ -39,7 +42,12 @@ from cdp_integration.errors import (
     ReconstructedAnswerError,
     ReplayMissError,
 )
-from cdp_integration.evaluate.explain import CheckRecorder, attribute, record_webarena_checks
+from cdp_integration.evaluate.explain import (
+    CheckRecorder,
+    attribute,
+    record_webarena_checks,
+    webarena_wrappers,
+)
 from cdp_integration.imports.common import imported_gap, imported_provenance
 from cdp_integration.replay.page import MockBrowserContext
 from cdp_integration.replay.recorded import replay_http
@@ -323,15 +331,17 @@ def evaluate_session(
     resolved = session_config(session, config)
     if not session.steps:
         raise EvaluationError(f"{session.path or 'session'}: has no captured steps to score")
-    final = evaluate_step(session, -1, resolved, trust_configs=trusted, recorded_only=recorded_only)
-    steps = [final]
-    if per_step:
-        steps = [
-            evaluate_step(session, s.index, resolved, trust_configs=trusted, recorded_only=recorded_only)
-            for s in session.steps[:-1]
-            if s.evaluation is not None
-        ]
-        steps.append(final)
+    _prepare_once()  # the evaluator modules need it before the wrappers import them
+    with webarena_wrappers():
+        final = evaluate_step(session, -1, resolved, trust_configs=trusted, recorded_only=recorded_only)
+        steps = [final]
+        if per_step:
+            steps = [
+                evaluate_step(session, s.index, resolved, trust_configs=trusted, recorded_only=recorded_only)
+                for s in session.steps[:-1]
+                if s.evaluation is not None
+            ]
+            steps.append(final)
     recorded = [s.score for s in steps if s.score is not None and (s.source == "recorded" or s is final)]
     live = [r for r in (session.end.rewards if session.end else []) if r is not None] or [
         s.reward for s in session.steps if s.reward is not None
