@@ -59,9 +59,13 @@ def build_trajectory(answer: str | None, *, stopped: bool) -> list[Any]:
 class EvaluationRecorder:
     """Collects one evaluator run: its inputs, every page call and HTTP exchange, and its outcome."""
 
-    def __init__(self, kind: str, *, chat_role: str | None = None) -> None:
+    def __init__(
+        self, kind: str, *, chat_role: str | None = None, pseudo_page_module: str | None = None
+    ) -> None:
         self.kind = kind
         self.chat_role = chat_role
+        self.pseudo_page_module = pseudo_page_module or _WEBARENA_HELPERS
+        """The module whose ``PseudoPage`` the recording page subclasses (the evaluator's type hints)."""
         self.calls: list[EvaluatorCall] = []
         self.http: list[HttpCall] = []
         self.pages: list[TabState] = []
@@ -172,16 +176,30 @@ class EvaluationRecorder:
         )
 
 
+_WEBARENA_HELPERS = "webarena.evaluation_harness.helper_functions"
+
+
+def pseudo_page_module_of(evaluator: Any) -> str:
+    """Where the ``PseudoPage`` that ``evaluator``'s beartype hints accept lives: WebArena Lite's
+    evaluators (``browsergym.webarenalite``) check for their own copy, libwebarena's for theirs."""
+    module = getattr(type(evaluator), "__module__", "") or ""
+    if module.startswith("browsergym.webarenalite."):
+        return "browsergym.webarenalite.helper_functions"
+    return _WEBARENA_HELPERS
+
+
 def recording_page(page: Any, recorder: EvaluationRecorder, index: int) -> Any:
     """A ``PseudoPage`` over the live ``page`` that reports each call to ``recorder``."""
-    return _recording_page_class()(page, recorder, index)
+    return _recording_page_class(recorder.pseudo_page_module)(page, recorder, index)
 
 
 @functools.cache
-def _recording_page_class() -> type:
-    from webarena.evaluation_harness.helper_functions import PseudoPage
+def _recording_page_class(helpers: str = _WEBARENA_HELPERS) -> type:
+    import importlib
 
-    class RecordingPage(PseudoPage):  # type: ignore[misc]
+    PseudoPage = importlib.import_module(helpers).PseudoPage
+
+    class RecordingPage(PseudoPage):  # type: ignore[misc,valid-type]
         """Forwards to the live page (``PseudoPage.__getattr__``); records the evaluator's calls."""
 
         def __init__(self, page: Any, recorder: EvaluationRecorder, index: int) -> None:
@@ -280,7 +298,9 @@ class EpisodeEvaluations:
     def recording_validate(self, task: Any, *, chat_role: str | None) -> Iterator[None]:
         """Within this block, ``task.evaluator`` records its run; the record becomes ``pending``."""
         evaluator = task.evaluator
-        recorder = EvaluationRecorder("validate", chat_role=chat_role)
+        recorder = EvaluationRecorder(
+            "validate", chat_role=chat_role, pseudo_page_module=pseudo_page_module_of(evaluator)
+        )
         task.evaluator = recorder.wrap(evaluator)
         try:
             yield

@@ -134,6 +134,9 @@ class SessionScore:
         return asdict(self)
 
 
+_LITE_ENV_PREFIX = "browsergym/webarenalite."
+
+
 def is_verified_config(config: Any) -> bool:
     """Whether ``config`` is a task in WebArena-Verified's format (its ``eval`` lists evaluators)."""
     evals = config.get("eval") if isinstance(config, Mapping) else None
@@ -232,6 +235,11 @@ def evaluate_step(
     (``webarena.vet_config``), and a config that asks for more is an ``UntrustedConfigError``.
     """
     _prepare_once()
+    if str(session.task.get("env_id") or "").startswith(_LITE_ENV_PREFIX):
+        raise EvaluationError(
+            f"{session.path or 'session'}: recorded in a WebArena Lite task, whose live evaluators are WebArena "
+            "Lite's own modified copy; offline scoring with them is not supported (libwebarena's could differ)"
+        )
     trusted = trust_configs and config is not None
     config = session_config(session, config)
     context = MockBrowserContext(session, step, recorded_only=recorded_only)
