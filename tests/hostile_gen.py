@@ -511,7 +511,8 @@ def agentlab_cases() -> Iterator[Case]:
     def confused(place: Place, rng: random.Random) -> list[list[str]]:
         obs = rng.choice([
             _obs(open_pages_urls=5), _obs(active_page_index="x"), _obs(chat_messages={"a": 1}),
-            _obs(dom=_dom(["A"], 5, [-1], [1], [-1])), _obs(dom={"strings": [], "documents": [5]}),
+            _obs(dom=_dom(["A"], 5, [-1], [1], [-1])),  # type: ignore[arg-type]
+            _obs(dom={"strings": [], "documents": [5]}),
             _obs(dom=_dom(["HTML"], [0, 0], [-1, 10**12], [1, 3], [0, 10**12])), _obs(url=7),
         ])  # fmt: skip
         return command(_agentlab(place, {"step_0.pkl.gz": _step_info(obs)}), place)

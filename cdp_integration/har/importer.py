@@ -68,20 +68,20 @@ class HarEntry:
         return (self.resource_type or "").lower() == "document"
 
 
-def inflate_bounded(raw: bytes, limit: int, source: str) -> bytes:
+def inflate_bounded(raw: bytes, limit: int, source: str) -> bytes | bytearray:
     """Inflate gzip ``raw`` to at most ``limit`` bytes, counted as it inflates (``untrusted``'s reader)."""
     return inflate_gzip(raw, limit, source)
 
 
 def _read(
     source: str | os.PathLike[str] | bytes, max_bytes: int, root: str | os.PathLike[str] | None
-) -> tuple[bytes, str]:
+) -> tuple[bytes | bytearray, str]:
     if isinstance(source, bytes | bytearray | memoryview):
         raw, name = bytes(source), "<HAR bytes>"
         if len(raw) > max_bytes:
             raise SessionFormatError(f"{name}: larger than {max_bytes} bytes")
         if raw[:2] == _GZIP_MAGIC:
-            raw = inflate_gzip(raw, max_bytes, name)
+            return inflate_gzip(raw, max_bytes, name), name
         return raw, name
     return read_input(source, max_bytes=max_bytes, root=root, what="HAR file"), clean_text(str(source))
 

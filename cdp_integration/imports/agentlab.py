@@ -234,6 +234,51 @@ def _plain(value: Any, budget: Budget) -> Any:
     return root[0]
 
 
+def _children(item: Any) -> list[Any]:
+    if isinstance(item, _Record):
+        return list(item.as_dict().values())
+    if isinstance(item, _Array):
+        return item.values
+    if isinstance(item, dict):
+        return list(item.values())
+    if isinstance(item, list | tuple | set | frozenset):
+        return list(item)
+    return []
+
+
+def _expanded_cost(value: Any, cap: int) -> int:
+    """What ``_plain`` would spend on ``value`` (at most ``cap + 1``), computed once per distinct
+    object (post-order, memo by identity): a 600-byte pickle of lists sharing lists is refused at
+    once, without walking its 2**60 uses."""
+    costs: dict[int, int] = {}
+    open_items: set[int] = set()
+    alive: list[Any] = []  # keeps every costed object alive, so no id is reused meanwhile
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    while stack:
+        item, done = stack.pop()
+        key = id(item)
+        if key in costs:
+            continue
+        if not done and key in open_items:
+            raise SessionFormatError("the pickle's data contains itself (a cycle); refused")
+        if isinstance(item, str):
+            costs[key] = _VALUE_BYTES + len(item)
+            continue
+        children = _children(item)
+        if not children:
+            costs[key] = _VALUE_BYTES
+            continue
+        if done:
+            costs[key] = min(cap + 1, _VALUE_BYTES + sum(costs[id(child)] for child in children))
+            open_items.discard(key)
+            alive.append(item)
+        else:
+            open_items.add(key)
+            stack.append((item, True))
+            stack.extend((child, False) for child in children if id(child) not in costs)
+    return costs[id(value)]
+
+
 _MAX_PICKLE_DEPTH = 200
 """Below the 254 levels a session can be written with."""
 _VALUE_BYTES = 64
@@ -254,6 +299,15 @@ def load_step_pickle(
     )
     loaded = unpickle(data, source, limits, _ALLOWED, _refusal)
     del data
+    try:
+        cost = _expanded_cost(loaded, limits.max_expanded_bytes)
+    except SessionFormatError as exc:
+        raise SessionFormatError(f"{source}: {exc}") from None
+    if cost > limits.max_expanded_bytes:
+        raise SessionFormatError(
+            f"{source}: the pickle's shared references expand to more than {limits.max_expanded_bytes} "
+            f"bytes of step data ({limit_hint('max_expanded_bytes')}); refused"
+        )
     budget = Budget(limits.max_expanded_bytes, source, "bytes of step data", limit_hint("max_expanded_bytes"))
     plain = _plain(loaded, budget)
     if not isinstance(plain, dict):

@@ -352,9 +352,21 @@ class CookieJar:
 
     def __init__(self) -> None:
         self._cookies: dict[tuple[str, str, str], Cookie] = {}
+        self._by_name: dict[str, dict[tuple[str, str, str], None]] = {}
+        """Cookie name -> the keys holding it (in order): a ``Cookie`` header's names are looked up,
+        not searched for in the whole jar."""
 
     def cookies(self) -> list[Cookie]:
         return list(self._cookies.values())
+
+    def _put(self, key: tuple[str, str, str], cookie: Cookie) -> None:
+        self._cookies[key] = cookie
+        self._by_name.setdefault(key[2], {})[key] = None
+
+    def _drop(self, key: tuple[str, str, str]) -> None:
+        if self._cookies.pop(key, None) is not None:
+            named = self._by_name.get(key[2], {})
+            named.pop(key, None)
 
     def sent(self, url: str, header: str) -> None:
         """A request's ``Cookie`` header: cookies the browser held for ``url``'s host."""
@@ -363,12 +375,15 @@ class CookieJar:
             name, sep, value = part.strip().partition("=")
             if not sep or not name:
                 continue
-            if not any(c.name == name and _domain_matches(c.domain, host) for c in self._cookies.values()):
-                self._cookies[(host, "/", name)] = Cookie(name=name, value=value, domain=host)
-            else:
-                for key, cookie in list(self._cookies.items()):
-                    if cookie.name == name and _domain_matches(cookie.domain, host) and cookie.value != value:
-                        self._cookies[key] = cookie.model_copy(update={"value": value})
+            matching = [
+                key for key in self._by_name.get(name, {}) if _domain_matches(self._cookies[key].domain, host)
+            ]
+            if not matching:
+                self._put((host, "/", name), Cookie(name=name, value=value, domain=host))
+            for key in matching:
+                cookie = self._cookies[key]
+                if cookie.value != value:
+                    self._cookies[key] = cookie.model_copy(update={"value": value})
 
     def set(self, url: str, header: str, now: float) -> None:
         """One ``Set-Cookie`` header value received from ``url`` at wall time ``now``."""
@@ -405,13 +420,13 @@ class CookieJar:
                     continue
         cookie_key = (str(fields["domain"]), str(fields["path"]), name)
         if expires is not None and expires <= now:
-            self._cookies.pop(cookie_key, None)
-            self._cookies.pop((host, "/", name), None)
+            self._drop(cookie_key)
+            self._drop((host, "/", name))
             return
         if expires is not None:
             fields.update(expires=expires, session=False)
-        self._cookies.pop((host, "/", name), None)
-        self._cookies[cookie_key] = Cookie.model_validate(fields)
+        self._drop((host, "/", name))
+        self._put(cookie_key, Cookie.model_validate(fields))
 
 
 def _domain_matches(domain: str, host: str) -> bool:

@@ -35,7 +35,7 @@ import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 import orjson
 
@@ -207,7 +207,7 @@ def read_input(
     root: str | os.PathLike[str] | None = None,
     what: str = "file",
     inflate: bool = True,
-) -> bytes:
+) -> bytearray:
     """The bytes of ``path`` (gzip inflated when ``inflate`` and it starts with the gzip magic), at
     most ``max_bytes`` of them, counted as they are read and inflated: never more is held."""
     source = _quote(path)
@@ -245,12 +245,12 @@ def _prepend(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
     yield from rest
 
 
-def inflate_gzip(raw: bytes, max_bytes: int, source: str) -> bytes:
+def inflate_gzip(raw: bytes | bytearray, max_bytes: int, source: str) -> bytearray:
     """Gzip bytes already in memory, inflated to at most ``max_bytes`` (counted as they come)."""
     return _inflate(iter([raw]), max_bytes, source)
 
 
-def _inflate(chunks: Iterator[bytes], max_bytes: int, source: str) -> bytes:
+def _inflate(chunks: Iterator[bytes | bytearray], max_bytes: int, source: str) -> bytearray:
     """A whole gzip stream (members concatenated as ``zcat`` reads them), inflated piece by piece."""
     out = bytearray()
     inflater = zlib.decompressobj(47)
@@ -379,7 +379,7 @@ _MAKERS = frozenset(
 _REFUSED_OPS = frozenset({"PERSID", "BINPERSID", "EXT1", "EXT2", "EXT4"})
 
 
-def _prescan(data: bytes, source: str, limits: SessionLimits) -> None:
+def _prescan(data: bytes | bytearray, source: str, limits: SessionLimits) -> None:
     """Walk the opcodes without running them: refuse what would allocate past the limits.
 
     The C unpickler grows its memo to the largest index a ``PUT`` names and makes an object per
@@ -439,7 +439,7 @@ class _Unpickler(pickle.Unpickler):
 
 
 def unpickle(
-    data: bytes,
+    data: bytes | bytearray,
     source: str,
     limits: SessionLimits,
     allowed: Mapping[tuple[str, str], Any],
@@ -540,7 +540,7 @@ def open_output(
         raise SessionFormatError(f"{_quote(path)}: not a regular file; refused as an output")
     os.set_blocking(fd, True)
     mode = ("r+b" if not append else "a+b") if read else ("ab" if append else "wb")
-    return os.fdopen(fd, mode)
+    return cast(BinaryIO, os.fdopen(fd, mode))
 
 
 # -- zip archives (Playwright traces) ---------------------------------------------------------------
