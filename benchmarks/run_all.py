@@ -50,12 +50,12 @@ BENCHMARKS = (
     ),
     Benchmark(
         "offline_vs_live",
-        ("benchmarks/offline_vs_live.py", "--keep", ".cache/bench-sessions"),
+        ("benchmarks/offline_vs_live.py",),
         "the official evaluator live vs offline on the program_html demo tasks",
     ),
     Benchmark(
         "eval_throughput",
-        ("benchmarks/eval_throughput.py", "--sessions", ".cache/bench-sessions", "--count", "2000"),
+        ("benchmarks/eval_throughput.py", "--sessions", "tests/fixtures/sessions/v2", "--count", "2000"),
         "batch scoring: sessions/s, memory, resume after a kill",
     ),
 )
