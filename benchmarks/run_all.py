@@ -55,12 +55,12 @@ BENCHMARKS = (
     ),
     Benchmark(
         "offline_vs_live",
-        ("benchmarks/offline_vs_live.py", "--keep", ".cache/bench-sessions"),
+        ("benchmarks/offline_vs_live.py",),
         "the official evaluator live vs offline on the program_html demo tasks",
     ),
     Benchmark(
         "eval_throughput",
-        ("benchmarks/eval_throughput.py", "--sessions", ".cache/bench-sessions", "--count", "2000"),
+        ("benchmarks/eval_throughput.py", "--sessions", "tests/fixtures/sessions/v2", "--count", "2000"),
         "batch scoring: sessions/s, memory, resume after a kill",
     ),
 )
@@ -126,16 +126,17 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, tuple[int, float, str] | None] = {}
     if store.is_file():
         for name, (status, wall, output) in json.loads(store.read_text()).items():
-            if name in names and name not in args.only:
+            if name in names:  # replaced as each benchmark of this run finishes
                 results[name] = (status, wall, output)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
     for benchmark in BENCHMARKS:
         if benchmark.name not in args.only:
             continue
         print(f"== {benchmark.name}", flush=True)
         results[benchmark.name] = _run(benchmark)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(page(results))
-    store.write_text(json.dumps(results, indent=1) + "\n")
+        # written after each benchmark: a run stopped halfway still leaves what it measured
+        args.output.write_text(page(results))
+        store.write_text(json.dumps(results, indent=1) + "\n")
     print(f"wrote {args.output}")
     ran = [results[name] for name in args.only if results.get(name)]
     return 1 if any(result and result[0] != 0 for result in ran) else 0
