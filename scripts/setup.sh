@@ -94,4 +94,5 @@ if [ ! -d "$APPS/django-venv/lib/python3.12/site-packages/waitress" ]; then
   "$UV" pip install --quiet --python "$APPS/django-venv/bin/python" \
     "django==6.1.3" "asgiref==3.13.0" "sqlparse==0.6.1" "waitress==3.0.2"
 fi
+scripts/setup_conformance_spa.sh
 .venv/bin/python -m cdp_integration.environment
