@@ -211,7 +211,10 @@ def test_without_the_settling_record_the_checker_finds_the_silent_wrong_answers(
         step.model_copy(update={"tabs": [t.model_copy(update={"settling": None}) for t in step.tabs]})
         for step in session.steps
     )
-    session = dataclasses.replace(session, steps=steps)
+    options = {k: v for k, v in session.header.options.items() if k != "stall_budget_ms"}
+    session = dataclasses.replace(
+        session, steps=steps, end=None, header=session.header.model_copy(update={"options": options})
+    )
     found = [
         o
         for path in TIME_DEPENDENT
