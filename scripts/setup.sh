@@ -116,6 +116,8 @@ conformance_apps() {
     "$UV" pip install --quiet --python "$APPS/django-venv/bin/python" \
       "django==6.1.3" "asgiref==3.13.0" "sqlparse==0.6.1" "waitress==3.0.2"
   fi
+  # The fifth: an SPA from npm that fills itself over XHR and websockets after load, with popups.
+  scripts/setup_conformance_spa.sh
 }
 
 case "$JOB" in

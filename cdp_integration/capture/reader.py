@@ -22,6 +22,7 @@ from cdp_integration.session.models import (
     MarkedAttributes,
     NetworkExchange,
     PageResource,
+    Settling,
     TabState,
 )
 
@@ -83,6 +84,9 @@ class StateReader:
         reads: list[tuple[str, Callable[[], Any]]] = []
         if active or options.dom == "all_tabs":
             own = self.own_dom_snapshot
+            # First: the page's clock at this read is no later than the HTML's, so a change that lands
+            # while the capture reads counts as after it (refused), never as already captured.
+            reads.append(("settling", lambda: state.read_settling(tab.cdp, tab.frame_tree, tab.worlds)))
             reads += [
                 ("dom_snapshot", lambda: observed_dom or (state.read_dom_snapshot(tab.cdp) if own else None)),
                 (
@@ -105,7 +109,6 @@ class StateReader:
                         ),
                     )
                 )
-            reads.append(("settling", lambda: state.read_settling(tab.cdp, tab.frame_tree, tab.worlds)))
             if options.cssom_styles:
                 reads.append(
                     ("cssom_styles", lambda: state.read_cssom_styles(tab.cdp, tab.frame_tree, tab.worlds))
@@ -119,6 +122,8 @@ class StateReader:
         for name, read in reads:
             with as_fault(faults, _STAGES.get(name, name), tab.tab_id):
                 fields[name] = read()
+        if "settling" in fields:
+            fields["settling"] = self._settling_through(tab, fields["settling"], faults)
         if "form_state" in fields:
             fields["form_state"], restored = fields["form_state"]
             if restored:
@@ -130,6 +135,25 @@ class StateReader:
                 session_storage[origin] = state.read_storage(tab.cdp, origin, local=False)
         return TabState(
             tab_id=tab.tab_id, url=url, title=title, active=active, session_storage=session_storage, **fields
+        )
+
+    def _settling_through(self, tab: Tab, before: Settling, faults: list[CaptureFault]) -> Settling:
+        """``before`` (read ahead of the HTML) with the changes recorded until the HTML had been read:
+        whatever landed while the capture read counts as after it. A document replaced meanwhile
+        reads as still loading (refused), and so does one whose second read failed."""
+        try:
+            after = state.read_settling(tab.cdp, tab.frame_tree, tab.worlds)
+        except Exception as exc:
+            faults.append(fault("settling", exc, tab.tab_id))
+            return before.model_copy(update={"load_ms": None})
+        if after.time_origin != before.time_origin:
+            return before.model_copy(update={"load_ms": None})
+        return before.model_copy(
+            update={
+                "read_until_ms": after.age_ms,
+                "changes": after.changes,
+                "changes_complete_until_ms": after.changes_complete_until_ms,
+            }
         )
 
     def cookies(self, tab: Tab, faults: list[CaptureFault]) -> list[Cookie]:

@@ -479,9 +479,16 @@ class MockBrowserContext(BrowserContext):
         run it forward. So the page must not have changed by itself between the capture and the
         evaluator's read: known from the capture's own record (``TabState.settling``) when it was
         taken after that moment, or from a later capture of the same document that was. A capture
-        without that record (a session of an earlier version) answers as before.
+        without that record answers as before in a session of an earlier version (its header has no
+        ``stall_budget_ms``), and is refused in a later one (the read failed).
         """
         settling = tab.settling
+        if settling is None and "stall_budget_ms" in self._session.header.options:
+            self._refused[url] = (
+                f"the open tab {tab.tab_id} at {tab.url}: its capture has no record of whether the page "
+                "had settled (the read failed), and its page runs scripts"
+            )
+            return None
         if settling is None:
             return tab
         where = (
@@ -504,7 +511,8 @@ class MockBrowserContext(BrowserContext):
             if at_save is not None and at_save.time_origin == settling.time_origin:
                 evidence = at_save
         captured = settling.age_ms
-        since, until = min(captured, read_at), max(captured, read_at)
+        since = min(captured, read_at)
+        until = max(settling.read_until_ms or captured, read_at)
         pending = (
             f" ({settling.pending_requests} request(s) pending, {settling.open_websockets} websocket(s) open then)"
             if settling.pending_requests or settling.open_websockets

@@ -192,7 +192,9 @@ class Settling(_Record):
     time_origin: float
     """``performance.timeOrigin``: which document (two captures of one document share it)."""
     age_ms: float
-    """When the capture read the document."""
+    """When the capture began reading the document."""
+    read_until_ms: float | None = None
+    """When it had read it all (``changes`` are recorded up to then); None: at ``age_ms``."""
     load_ms: float | None = None
     """The end of its load event; None while it was still loading."""
     observed_from_ms: float | None = None

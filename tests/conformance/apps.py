@@ -1,4 +1,4 @@
-"""Four real web applications, installed from packages, started on free ports in a temp dir.
+"""Five real web applications, installed from packages, started on free ports in a temp dir.
 
 - **DokuWiki** (Debian package ``dokuwiki``): a private copy of ``/usr/share/dokuwiki`` with its own
   ``inc/preload.php`` pointing at a private config and data directory, served by PHP's built-in
@@ -13,6 +13,11 @@
 - **Django admin** (PyPI ``django``, in ``.cache/apps/django-venv`` with the ``waitress`` WSGI server):
   the stock admin over the one-model site in ``django_site/`` (SQLite made fresh per run, a superuser
   ``alice``), a server-rendered UI with a login form, forms and the admin's JavaScript widgets.
+
+- **docsify** (npm ``docsify`` and ``docsify-cli``, installed by ``scripts/setup_conformance_spa.sh`` into
+  ``.cache/apps/docsify``): a single-page handbook that fills itself after its load (each page's
+  Markdown fetched over XHR and rendered, hash routes), served by docsify-cli with its livereload
+  websocket; a link opens a sheet in a new window.
 
 Every process is started by the test and stopped by its PID.
 """
@@ -39,6 +44,8 @@ TRAC_VENV = APPS_CACHE / "trac-venv"
 TRAC_TEMPLATE = APPS_CACHE / "trac-env"
 TIDDLYWIKI_BIN = APPS_CACHE / "tiddlywiki" / "node_modules" / "tiddlywiki" / "tiddlywiki.js"
 DJANGO_VENV = APPS_CACHE / "django-venv"
+DOCSIFY_MODULES = APPS_CACHE / "docsify" / "node_modules"
+DOCSIFY_BIN = DOCSIFY_MODULES / "docsify-cli" / "bin" / "docsify"
 DJANGO_SITE = Path(__file__).resolve().with_name("django_site")
 DOKUWIKI_SOURCE = Path("/usr/share/dokuwiki")
 DOKUWIKI_PACKAGE_DATA = Path("/var/lib/dokuwiki/data")
@@ -84,6 +91,14 @@ def django_missing() -> str | None:
     return None
 
 
+def docsify_missing() -> str | None:
+    if not DOCSIFY_BIN.exists() or not (DOCSIFY_MODULES / "docsify" / "dist" / "docsify.min.js").exists():
+        return "docsify is not installed in .cache/apps (scripts/setup_conformance_spa.sh installs it)"
+    if shutil.which("node") is None:
+        return "node (Debian nodejs) is not installed (scripts/setup.sh installs it)"
+    return None
+
+
 def missing(name: str) -> str | None:
     """Why application ``name`` cannot run here, or ``None``."""
     return {
@@ -91,6 +106,7 @@ def missing(name: str) -> str | None:
         "trac": trac_missing,
         "tiddlywiki": tiddlywiki_missing,
         "django": django_missing,
+        "docsify": docsify_missing,
     }[name]()
 
 
@@ -340,6 +356,58 @@ def start_django(workdir: Path) -> App:
     return App("django", url, process, site)
 
 
+DOCSIFY_INDEX = """<!doctype html>
+<html><head><meta charset="utf-8"><title>Plant handbook</title>
+<link rel="stylesheet" href="/_lib/vue.min.css"></head>
+<body><div id="app">Loading the handbook</div>
+<script>window.$docsify = {name: "Plant handbook", loadSidebar: true, externalLinkTarget: "_blank", routerMode: "hash"};</script>
+<script src="/_lib/docsify.min.js"></script>
+</body></html>
+"""
+DOCSIFY_PAGES = {
+    "README.md": "# Plant handbook\n\nThe plant runs two reactors and three turbines. "
+    "See [Reactors](reactors.md), [Turbines](turbines.md) and the [Maintenance](maintenance.md) schedule.\n",
+    "_sidebar.md": "- [Home](/)\n- [Reactors](reactors.md)\n- [Turbines](turbines.md)\n"
+    "- [Maintenance](maintenance.md)\n",
+    "reactors.md": "# Reactors\n\n| Reactor | Output |\n| --- | --- |\n| Reactor 1 | 900 MW |\n"
+    "| Reactor 2 | 1200 MW |\n\nThe [inspection sheet](/sheet.html ':target=_blank') opens in a new window.\n",
+    "turbines.md": "# Turbines\n\n- Turbine A: 300 MW\n- Turbine B: 450 MW\n- Turbine C: 350 MW\n",
+    "maintenance.md": "# Maintenance\n\nThe next outage of Reactor 1 is in week 14.\n",
+    "sheet.html": "<!doctype html><html><head><title>Inspection sheet</title></head>"
+    "<body><h1>Inspection sheet</h1><p>Reactor 2 last inspected in week 9.</p></body></html>\n",
+}
+
+
+def start_docsify(workdir: Path) -> App:
+    """A handbook served by docsify-cli's own server (with its livereload websocket): the page is an
+    empty shell whose script fetches each page's Markdown over XHR after the load and renders it,
+    routed by hash (``/#/reactors``); a link opens a sheet in a new window. The library's own files
+    are copied next to the pages (no CDN)."""
+    docs = workdir / "docsify"
+    (docs / "_lib").mkdir(parents=True)
+    dist = DOCSIFY_MODULES / "docsify" / "dist"
+    shutil.copy(dist / "docsify.min.js", docs / "_lib")
+    shutil.copy(dist / "themes" / "addons" / "vue.min.css", docs / "_lib")
+    (docs / "index.html").write_text(DOCSIFY_INDEX)
+    for name, text in DOCSIFY_PAGES.items():
+        (docs / name).write_text(text)
+    port, reload_port = _free_port(), _free_port()
+    process = subprocess.Popen(
+        ["node", str(DOCSIFY_BIN), "serve", str(docs), "--port", str(port), "--host", "127.0.0.1",
+         "--livereload-port", str(reload_port), "--no-open"],
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_up(url + "/README.md", process, timeout=60)
+    except BaseException:
+        stop(App("docsify", url, process, docs))
+        raise
+    return App("docsify", url, process, docs)
+
+
 def context_options(app: App) -> dict[str, object]:
     """Keyword arguments for ``browser.new_context`` that ``app`` needs (Trac: HTTP basic auth)."""
     if app.name == "trac":
@@ -373,6 +441,7 @@ STARTERS = {
     "trac": start_trac,
     "tiddlywiki": start_tiddlywiki,
     "django": start_django,
+    "docsify": start_docsify,
 }
 
 

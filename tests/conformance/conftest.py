@@ -1,7 +1,7 @@
 """The conformance suite's environment: the set-up toolkit, a private HOME for Chromium, one fixture per
 real application, and the per-application counts printed at the end of the run.
 
-Fixtures ``dokuwiki_app``, ``trac_app``, ``tiddlywiki_app`` and ``django_app`` (module scope) start
+Fixtures ``dokuwiki_app``, ``trac_app``, ``tiddlywiki_app``, ``django_app`` and ``docsify_app`` (module scope) start
 that application on a free port in a temp dir and yield an ``apps.App`` (``.url`` is its base URL);
 ``apps.sign_in(page, app)`` signs a page's browser context in as ``apps.USER`` (Trac's HTTP basic
 auth needs ``apps.context_options(app)`` when the context is made). A missing application skips.
@@ -62,6 +62,11 @@ def tiddlywiki_app() -> Iterator[apps.App]:
 @pytest.fixture(scope="module")
 def django_app() -> Iterator[apps.App]:
     yield from _app("django")
+
+
+@pytest.fixture(scope="module")
+def docsify_app() -> Iterator[apps.App]:
+    yield from _app("docsify")
 
 
 @pytest.fixture(scope="session")

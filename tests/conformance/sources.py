@@ -98,6 +98,7 @@ def conformance_sources() -> list[Source]:
         _conformance("dokuwiki", apps.start_dokuwiki, apps.dokuwiki_missing),
         _conformance("trac", apps.start_trac, apps.trac_missing),
         _conformance("tiddlywiki", apps.start_tiddlywiki, apps.tiddlywiki_missing),
+        _conformance("docsify", apps.start_docsify, apps.docsify_missing),
         _conformance("django", apps.start_django, apps.django_missing),
     ]
 

@@ -195,10 +195,6 @@ def test_pages_filled_after_load_are_never_answered_silently(
         assert any("fill itself" in m or "changed by itself" in m for m in misses), misses[:3]
     settled = fresh_outcomes(outcomes["/settled"])
     assert any(o.verdict == "equal" for o in settled)
-    first = min(o.question.step for o in settled)
-    assert all(o.verdict == "equal" for o in settled if o.question.step == first), [
-        (o.verdict, o.miss) for o in settled
-    ]
 
 
 def test_without_the_settling_record_the_checker_finds_the_silent_wrong_answers(
@@ -211,7 +207,10 @@ def test_without_the_settling_record_the_checker_finds_the_silent_wrong_answers(
         step.model_copy(update={"tabs": [t.model_copy(update={"settling": None}) for t in step.tabs]})
         for step in session.steps
     )
-    session = dataclasses.replace(session, steps=steps)
+    options = {k: v for k, v in session.header.options.items() if k != "stall_budget_ms"}
+    session = dataclasses.replace(
+        session, steps=steps, end=None, header=session.header.model_copy(update={"options": options})
+    )
     found = [
         o
         for path in TIME_DEPENDENT

@@ -28,8 +28,10 @@ from cdp_integration.session.models import Step
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 BUDGET_MS = 2_000
-SLACK_MS = 2_500
-"""A healthy capture of these small pages takes ~0.1 s; the rest is room for a loaded machine."""
+SLACK_MS = 8_000
+"""A healthy capture of these small pages takes ~0.1 s; the rest is room for a heavily loaded machine
+(seen: 6 s for a healthy capture at load average 86 on 2 cores). Without deadlines the same stalls
+cost 30 s (the CDP limit) or never end."""
 
 STYLE = b"body { color: rgb(1, 2, 3); }"
 PAGES: dict[str, bytes] = {

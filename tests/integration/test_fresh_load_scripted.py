@@ -30,6 +30,7 @@ from cdp_integration.capture.probes import build_trajectory
 from cdp_integration.errors import ReplayMissError
 from cdp_integration.evaluate.scoring import evaluate_session
 from cdp_integration.replay import replay_step
+from cdp_integration.session.models import EVALUATOR_WAIT_MS
 from cdp_integration.session.store import Session, load_session
 from cdp_integration.webarena import skip_evaluator_sleep, use_site_urls, webarena_config_file
 
@@ -132,6 +133,9 @@ def captured(browser: Browser, tmp_path_factory: pytest.TempPathFactory) -> Iter
         for path in ("/rivers", "/prefs"):
             page.goto(base + path)
             page.wait_for_function("document.querySelector('#toc').getAttribute('aria-expanded') === 'true'")
+            # The agent looks at the page for longer than the evaluator waits after a fresh load: the
+            # capture then shows the page had settled (a capture right after the load could not tell).
+            page.wait_for_timeout(EVALUATOR_WAIT_MS + 200)
             logger.capture_state_snapshot(f"goto {path}")
             page.click("#toc h3")
             page.wait_for_function("document.querySelector('#toc').getAttribute('aria-expanded') === 'false'")
