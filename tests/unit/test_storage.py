@@ -156,3 +156,27 @@ def test_eval_of_an_unreachable_endpoint_or_an_empty_prefix_is_one_line(s3: Moto
     assert empty.returncode == 2
     (line,) = empty.stderr.strip().splitlines()
     assert "no session files" in line
+
+
+def test_capture_to_a_storage_url_uploads_the_finished_session(s3: MotoS3) -> None:
+    """``WEBARENA_CDP_SESSION_DIR=s3://...``: capture writes its crash-safe local file and uploads the
+    session whole once saved."""
+    program = f"""
+import os
+os.environ["WEBARENA_CDP_SESSION_DIR"] = {s3.url("capture")!r}
+from cdp_integration.capture.logger import CDPSessionLogger
+saved = CDPSessionLogger(instance_id="done")
+saved.save_session()
+print(saved.saved_path)
+"""
+    run = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert run.returncode == 0, run.stderr
+    assert storage.find(s3.url("capture"), (".gz", ".partial")) == ["done.session.jsonl.gz"]
+    from cdp_integration.session.store import load_session
+
+    with storage.local_copy(s3.url("capture", "done.session.jsonl.gz")) as copy:
+        assert load_session(copy).end is not None
+    staged = Path(run.stdout.split()[0]).parent
+    assert not staged.exists(), "the staging directory is removed at exit"
