@@ -290,7 +290,7 @@ def score_directory(
         elif backend == "ray":
             from cdp_integration.evaluate.ray_scoring import ray_outcomes
 
-            ray_jobs = [tuple(job) for job in jobs]
+            ray_jobs = [(job.path, job.rel) for job in jobs]
             outcomes = stack.enter_context(
                 ray_outcomes(
                     ray_jobs, score_fn, configs, scorer, options, address=ray_address, workers=workers

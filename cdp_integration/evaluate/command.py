@@ -146,11 +146,11 @@ def eval_command(
         remote_out = storage.local_path(output_location) is None
         if remote_out:  # written here, uploaded at the end; an earlier output.jsonl pulled to resume
             staging = tempfile.TemporaryDirectory(prefix="cdp-eval-")
-            output_dir: Path | None = Path(staging.name)
+            output_dir = Path(staging.name)
             if not no_resume and storage.exists(storage.join(output_location, OUTPUT_NAME)):
                 storage.download(storage.join(output_location, OUTPUT_NAME), Path(staging.name) / OUTPUT_NAME)
         else:
-            output_dir = storage.local_path(output_location)
+            output_dir = storage.local_path(output_location) or Path(output_location)
         if remote_in and import_format is not None:
             raise EvaluationError("--import reads a local recording; copy it here first")
         configs = load_configs(configs_path) if configs_path is not None else None
@@ -164,7 +164,6 @@ def eval_command(
                 import_format, sessions_dir, imported, answers=answers, configs=configs, redact=True
             )
             sessions_dir = imported
-        assert output_dir is not None
         progress: ProgressFactory | None = None if no_progress or not sys.stderr.isatty() else _progress_bar
         summary = score_directory(
             sessions_location if remote_in else sessions_dir,
