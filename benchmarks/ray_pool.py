@@ -91,6 +91,7 @@ def _environ(root: Path, s3: MotoS3, judge: str) -> dict[str, str]:
             "TMPDIR": str(root / "home" / "tmp"),
             "OPENAI_BASE_URL": judge + "/v1",
             "OPENAI_API_KEY": "standin-judge",
+            "RAY_AUTH_MODE": "disabled",  # the test cluster's (tests/ray_cluster.py)
         }
     )
 

@@ -37,7 +37,9 @@ __all__ = [
     "join",
     "local_copy",
     "local_path",
+    "staging_dir",
     "upload",
+    "upload_partials_at_exit",
 ]
 
 MAX_DOWNLOAD_BYTES = 1024**3
@@ -209,3 +211,34 @@ def find(location: str, suffixes: tuple[str, ...]) -> list[str]:
 def _short(exc: BaseException, limit: int = 160) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_STAGED: dict[str, Path] = {}
+"""Storage URL -> the local directory capture writes its files in before they are uploaded."""
+
+
+def staging_dir(location: str) -> Path:
+    """The local directory where files bound for the remote ``location`` are written first (one per
+    URL and process). At exit, files still named ``*.partial`` there (sessions cut short) are
+    uploaded under that name; finished ones are uploaded by their writer (``upload``)."""
+    if location not in _STAGED:
+        import atexit
+        import hashlib
+
+        _filesystem(location)  # fsspec first: its own exit handlers (its event loop) then run after ours
+        digest = hashlib.sha256(location.encode()).hexdigest()[:12]
+        directory = Path(tempfile.mkdtemp(prefix=f"cdp-staged-{digest}-"))
+        _STAGED[location] = directory
+        atexit.unregister(upload_partials_at_exit)
+        atexit.register(upload_partials_at_exit)
+    return _STAGED[location]
+
+
+def upload_partials_at_exit() -> None:
+    """Every staged ``*.partial`` file to its URL (under its own name), then the staging directories go."""
+    for location, directory in list(_STAGED.items()):
+        for path in sorted(directory.glob("*.partial")):
+            with contextlib.suppress(Exception):  # at exit: nothing left to tell
+                upload(path, join(location, path.name))
+        shutil.rmtree(directory, ignore_errors=True)
+    _STAGED.clear()

@@ -63,7 +63,7 @@ class MotoS3:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 240
         while True:
             if self.process.poll() is not None:
                 raise RuntimeError(f"moto_server exited with {self.process.returncode}")
@@ -73,7 +73,7 @@ class MotoS3:
             except (urllib.error.URLError, OSError):
                 if time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError("moto_server did not answer within 60 s") from None
+                    raise RuntimeError("moto_server did not answer within 240 s") from None
                 time.sleep(0.1)
         request = urllib.request.Request(f"{self.endpoint}/{self.bucket}", method="PUT")
         urllib.request.urlopen(request, timeout=10).close()

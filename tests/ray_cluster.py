@@ -98,7 +98,8 @@ class RayCluster:
     def _environ(self) -> dict[str, str]:
         environ = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
         # A loaded machine starts the dashboard agent slowly; the raylet waits for its port this long.
-        slow_start = {"RAY_agent_register_timeout_ms": "300000"}
+        # A test cluster on loopback: no token to hand to each driver (Ray's token auth is on by default).
+        slow_start = {"RAY_agent_register_timeout_ms": "300000", "RAY_AUTH_MODE": "disabled"}
         return environ | slow_start | self.env | {MARKER: self.marker, "RAY_USAGE_STATS_ENABLED": "0"}
 
     def _start_node(self, resources: dict[str, float], head: bool) -> None:
@@ -129,16 +130,23 @@ class RayCluster:
             ]
         else:
             command += [f"--address={self.address}"]
+        log = self.temp_dir / "ray-start.log"  # not a pipe: the daemons it starts would hold it open
         for attempt in range(1, START_ATTEMPTS + 1):
-            run = subprocess.run(
-                command, env=self._environ(), capture_output=True, text=True, timeout=300, check=False
-            )
+            with open(log, "w") as out:
+                run = subprocess.run(
+                    command,
+                    env=self._environ(),
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    timeout=600,
+                    check=False,
+                )
             if run.returncode == 0:
                 if head:
                     self.address = f"127.0.0.1:{ports[0]}"
                 return
             if attempt == START_ATTEMPTS:
-                raise RuntimeError(f"ray start failed: {run.stderr[-2000:]}")
+                raise RuntimeError(f"ray start failed: {log.read_text()[-2000:]}")
             if head:
                 self._kill()
 

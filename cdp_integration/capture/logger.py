@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Concatenate
 
 import orjson
 
+from cdp_integration import storage
 from cdp_integration.capture import state
 from cdp_integration.capture.faults import as_fault, fault
 from cdp_integration.capture.network import BodyPolicy, NetworkRecorder
@@ -158,9 +159,12 @@ class CDPSessionLogger:
             own_dom_snapshot=own_dom_snapshot or (self._redactor is not None and not form_state),
         )
         network.stored_urls = self._reader.resource_urls
-        configured = session_dir or os.environ.get("WEBARENA_CDP_SESSION_DIR") or "cdp_sessions"
+        configured = str(session_dir or os.environ.get("WEBARENA_CDP_SESSION_DIR") or "cdp_sessions")
+        local_dir = storage.local_path(configured)
+        self.remote_dir: str | None = None if local_dir is not None else configured
+        """A storage URL: the session is written under ``storage.staging_dir`` and uploaded when saved."""
         self._writer = RecoveringWriter(
-            Path(configured),
+            local_dir if local_dir is not None else storage.staging_dir(configured),
             instance_id or os.environ.get("WEBARENA_CDP_INSTANCE_ID") or None,
             self._header,
             self._pending_faults,
@@ -428,6 +432,14 @@ class CDPSessionLogger:
             self._pending_faults[:0] = [*faults, fault("write", exc)]
             self._unsaved_network = leftover
             raise CaptureError(f"cannot write session {final_path}: {exc}") from exc
+        if self.remote_dir is not None:  # the finished file as one object; the local copy stays
+            target = storage.join(self.remote_dir, final_path.name)
+            try:
+                storage.upload(self.saved_path, target)
+            except Exception as exc:
+                raise CaptureError(
+                    f"session saved to {self.saved_path}, not uploaded to {target}: {exc}"
+                ) from exc
         return self.saved_path
 
     def _settle(self, faults: list[CaptureFault]) -> dict[str, Settling]:

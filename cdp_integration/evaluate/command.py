@@ -174,7 +174,7 @@ def eval_command(
             if not no_resume and storage.exists(storage.join(output_location, OUTPUT_NAME)):
                 storage.download(storage.join(output_location, OUTPUT_NAME), Path(staging.name) / OUTPUT_NAME)
         else:
-            output_dir = storage.local_path(output_location)
+            output_dir = storage.local_path(output_location) or Path(output_location)
         if remote_in and (import_format is not None or viewers):
             raise EvaluationError("--import and --viewers read local files; copy the sessions here first")
         assert output_dir is not None

@@ -168,6 +168,7 @@ def _environ(world: dict[str, Any], **extra: str) -> dict[str, str]:
         "TMPDIR": str(home / "tmp"),
         "OPENAI_BASE_URL": judge + "/v1",
         "OPENAI_API_KEY": "standin-judge",
+        "RAY_AUTH_MODE": "disabled",  # the test cluster's (tests/ray_cluster.py)
     }
     return environ | extra
 

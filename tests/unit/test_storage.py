@@ -1,0 +1,182 @@
+"""Sessions and outputs at storage URLs, against a real S3-compatible endpoint: moto's server on loopback
+(``tests/moto_s3.py``), reached by s3fs over HTTP.
+
+Uploads are whole objects; reads are bounded local copies (the listed size and the bytes read both
+checked), handed to the usual loaders; ``eval`` of ``s3://`` equals ``eval`` of the same files on disk,
+output written back to S3 included; a resumed run's upload keeps earlier lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cdp_integration import storage
+from cdp_integration.errors import EnvironmentSetupError, SessionFormatError
+from tests.moto_s3 import MotoS3
+
+REPO = Path(__file__).resolve().parents[2]
+GOLDEN = REPO / "tests" / "fixtures" / "sessions" / "v2"
+CLI = Path(sys.executable).with_name("cdp-session")
+sys.path.insert(0, str(REPO / "evaluation" / "benchmarks" / "webarena"))
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[MotoS3]:
+    with MotoS3() as server:
+        saved = {key: os.environ.get(key) for key in server.environ()}
+        os.environ.update(server.environ())
+        try:
+            yield server
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+def test_paths_and_file_urls_are_local_other_urls_are_not(tmp_path: Path) -> None:
+    assert storage.local_path("runs/a") == Path("runs/a")
+    assert storage.local_path(f"file://{tmp_path}/x") == tmp_path / "x"
+    assert storage.local_path("s3://bucket/x") is None
+    assert storage.is_url("gs://b/x") and not storage.is_url("C:/x") and not storage.is_url("a/b")
+    with pytest.raises(EnvironmentSetupError, match="file:///path"):
+        storage.local_path("file://otherhost/x")
+    with pytest.raises(EnvironmentSetupError, match=r"no fsspec driver|not a storage URL"):
+        storage.exists("nosuchscheme://b/x")
+
+
+def test_upload_find_and_a_bounded_local_copy(s3: MotoS3, tmp_path: Path) -> None:
+    source = tmp_path / "a.session.jsonl.gz"
+    source.write_bytes(b"x" * 5000)
+    storage.upload(source, s3.url("t1", "sessions", source.name))
+    storage.upload(source, s3.url("t1", "sessions", "b.session.jsonl.gz.partial"))
+    assert storage.find(s3.url("t1"), (".session.jsonl.gz",)) == ["sessions/a.session.jsonl.gz"]
+    with storage.local_copy(s3.url("t1", "sessions", source.name)) as copy:
+        assert copy.read_bytes() == source.read_bytes()
+        held = copy
+    assert not held.exists(), "the temp copy is removed afterwards"
+    with (
+        pytest.raises(SessionFormatError, match="over the 4096-byte limit"),
+        storage.local_copy(s3.url("t1", "sessions", source.name), max_bytes=4096),
+    ):
+        pass
+    with pytest.raises(SessionFormatError, match="no such object"):
+        storage.download(s3.url("t1", "nothing"), tmp_path / "n")
+    with pytest.raises(SessionFormatError, match="expected a positive integer"):
+        os.environ["CDP_STORAGE_MAX_BYTES"] = "lots"
+        try:
+            storage.download(s3.url("t1", "sessions", source.name), tmp_path / "n")
+        finally:
+            del os.environ["CDP_STORAGE_MAX_BYTES"]
+
+
+def test_a_local_upload_replaces_the_file_whole(tmp_path: Path) -> None:
+    source = tmp_path / "new"
+    source.write_text("new")
+    target = tmp_path / "out" / "file"
+    storage.upload(source, f"file://{target}")
+    assert target.read_text() == "new"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["file"]
+
+
+def test_a_run_output_at_a_url_is_staged_pulled_and_published(s3: MotoS3) -> None:
+    from pool_runner import RunOutput
+
+    first = RunOutput(s3.url("run1"))
+    (first.dir / "sessions").mkdir()
+    (first.dir / "sessions" / "t.session.jsonl.gz").write_bytes(b"s")
+    (first.dir / "sessions" / "u.session.jsonl.gz.partial").write_bytes(b"p")
+    line = {"instance_id": "t", "test_result": {"session": "sessions/t.session.jsonl.gz"}}
+    (first.dir / "output.jsonl").write_text(json.dumps(line) + "\n")
+    first.publish_line(line)
+    (first.dir / "metadata.json").write_text("{}")
+    first.finish()
+    assert not first.dir.exists()
+    assert storage.find(s3.url("run1"), (".gz", ".partial", ".json", ".jsonl")) == [
+        "metadata.json",
+        "output.jsonl",
+        "sessions/t.session.jsonl.gz",
+        "sessions/u.session.jsonl.gz.partial",
+    ]
+    again = RunOutput(s3.url("run1"))  # a resumed run starts from what is there
+    assert json.loads((again.dir / "output.jsonl").read_text())["instance_id"] == "t"
+    again.finish()
+
+
+def _eval(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(CLI), "eval", *args, "--no-progress"], capture_output=True, text=True, timeout=900, check=False
+    )
+
+
+def _scores(text: str) -> list[tuple[str, str, object, object]]:
+    lines = [json.loads(line) for line in text.splitlines()]
+    return sorted(
+        (
+            line["instance_id"],
+            line["metadata"]["session_path"].rsplit("/", 1)[-1],
+            line["test_result"]["score"],
+            line["test_result"]["live_reward"],
+        )
+        for line in lines
+    )
+
+
+def test_eval_from_s3_equals_eval_on_disk_and_writes_back_to_s3(s3: MotoS3, tmp_path: Path) -> None:
+    for path in sorted(GOLDEN.glob("*.session.jsonl.gz")):
+        storage.upload(path, s3.url("golden", "sessions", path.name))
+    local = _eval(str(GOLDEN), "-o", str(tmp_path / "local"))
+    assert local.returncode == 0, local.stderr
+    remote = _eval(s3.url("golden"))
+    assert remote.returncode == 0, remote.stderr
+    assert remote.stdout.strip().endswith(
+        f"wrote {s3.url('golden', 'eval_output', 'output.jsonl')}, {s3.url('golden', 'eval_output', 'report.json')}, "
+        f"{s3.url('golden', 'eval_output', 'report.md')}"
+    )
+    expected = _scores((tmp_path / "local" / "output.jsonl").read_text())
+    assert len(expected) == len(list(GOLDEN.glob("*.session.jsonl.gz")))
+    with storage.local_copy(s3.url("golden", "eval_output", "output.jsonl")) as copy:
+        assert _scores(copy.read_text()) == expected
+    again = _eval(s3.url("golden"))  # resumed: everything already scored, the lines kept
+    assert again.returncode == 0 and again.stdout.startswith("scored 0 sessions")
+    with storage.local_copy(s3.url("golden", "eval_output", "output.jsonl")) as copy:
+        assert _scores(copy.read_text()) == expected
+
+
+def test_eval_of_an_unreachable_endpoint_or_an_empty_prefix_is_one_line(s3: MotoS3) -> None:
+    empty = _eval(s3.url("nothing-here"), "-o", "s3://runs/x")
+    assert empty.returncode == 2
+    (line,) = empty.stderr.strip().splitlines()
+    assert "no session files" in line
+
+
+def test_capture_to_a_storage_url_uploads_the_finished_session(s3: MotoS3) -> None:
+    """``WEBARENA_CDP_SESSION_DIR=s3://...``: capture writes its crash-safe local file and uploads the
+    session whole once saved."""
+    program = f"""
+import os
+os.environ["WEBARENA_CDP_SESSION_DIR"] = {s3.url("capture")!r}
+from cdp_integration.capture.logger import CDPSessionLogger
+saved = CDPSessionLogger(instance_id="done")
+saved.save_session()
+print(saved.saved_path)
+"""
+    run = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert run.returncode == 0, run.stderr
+    assert storage.find(s3.url("capture"), (".gz", ".partial")) == ["done.session.jsonl.gz"]
+    from cdp_integration.session.store import load_session
+
+    with storage.local_copy(s3.url("capture", "done.session.jsonl.gz")) as copy:
+        assert load_session(copy).end is not None
+    staged = Path(run.stdout.split()[0]).parent
+    assert not staged.exists(), "the staging directory is removed at exit"
