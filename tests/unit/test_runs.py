@@ -264,9 +264,9 @@ def test_eval_exit_status_and_wording(
 
 def test_every_flag_an_eval_or_compare_message_names_exists() -> None:
     """The suggestions in the Verified errors and the commands' own messages name real flags."""
-    from cdp_integration.evaluate import command, verified
-
     import click
+
+    from cdp_integration.evaluate import command, verified
 
     flags: set[str] = set()
     for cmd in vars(command).values():  # every command the module defines: eval, compare, export-dataset
