@@ -8,6 +8,7 @@ The real-Chromium stalls are in ``tests/integration/test_capture_stalls.py``.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Any
 
@@ -35,7 +36,22 @@ class SyncLike:
         self.loop = asyncio.new_event_loop()
 
     def _sync(self, coroutine: Any) -> Any:
-        return self.loop.run_until_complete(coroutine)
+        """Run on a thread of its own: an earlier test's Playwright (the offline sandbox) may have left
+        its loop marked running in this thread, where a second loop cannot run."""
+        outcome: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                outcome["value"] = self.loop.run_until_complete(coroutine)
+            except BaseException as exc:
+                outcome["error"] = exc
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        thread.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["value"]
 
 
 def test_a_call_that_never_answers_gives_up_at_its_deadline() -> None:
