@@ -65,12 +65,13 @@ class RunOutput:
             if storage.exists(output):
                 storage.download(output, self.dir / "output.jsonl")
 
-    def publish_line(self, line: dict[str, Any]) -> None:
-        """After ``line`` was appended to the staged ``output.jsonl``: its session, then the file."""
+    def publish_line(self, line: dict[str, Any], *, session_uploaded: bool = False) -> None:
+        """After ``line`` was appended to the staged ``output.jsonl``: its session (unless its worker
+        put it there already), then the file."""
         if not self.remote:
             return
         session = (line.get("test_result") or {}).get("session")
-        if session:
+        if session and not session_uploaded:
             storage.upload(self.dir / session, storage.join(self.location, session))
         storage.upload(self.dir / "output.jsonl", storage.join(self.location, "output.jsonl"))
 
@@ -285,7 +286,7 @@ def run_pool(
                 line["metadata"]["retried_after"] = lost
             with open(output_path, "a") as out:
                 out.write(json.dumps(line, default=str) + "\n")
-            output.publish_line(line)
+            output.publish_line(line, session_uploaded=True)  # the worker put the session there
     finally:
         backend.close(slots)
     if drained != metadata["drained"]:
