@@ -40,7 +40,7 @@ from cdp_integration.demo.tasks import (
     run_demo_task,
 )
 from cdp_integration.errors import CaptureError
-from cdp_integration.session import store
+from cdp_integration.session import store, untrusted
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
@@ -285,11 +285,11 @@ class Disk:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.full = False
-        monkeypatch.setattr(store, "open", self._open, raising=False)  # SessionWriter's open()
+        monkeypatch.setattr(store, "open_output", self._open_output)  # how SessionWriter opens its file
 
-    def _open(self, path: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
-        opened = open(path, mode, *args, **kwargs)  # noqa: SIM115 - the writer owns it
-        if self.full and "w" in mode:
+    def _open_output(self, path: Any, *args: Any, **kwargs: Any) -> Any:
+        opened = untrusted.open_output(path, *args, **kwargs)
+        if self.full:
             _to_dev_full(opened.fileno())
         return opened
 
