@@ -18,6 +18,7 @@ renderer's first command always gets that much: see ``TimedCDP``).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from typing import Any
 
@@ -79,7 +80,16 @@ def bounded(owner: Any, method: str, *args: Any, timeout_ms: float) -> Any:
         return getattr(owner, method)(*args)
     from playwright._impl._sync_base import mapping
 
-    coroutine = getattr(impl, method)(*(mapping.to_impl(arg) for arg in args))
+    function = getattr(impl, method)
+    positional = [mapping.to_impl(arg) for arg in args]
+    # the sync API passes every option of a call, unset ones as None (Page.content's include_shadow)
+    unset = {
+        name: None
+        for name, parameter in list(inspect.signature(function).parameters.items())[len(positional) :]
+        if parameter.default is inspect.Parameter.empty
+        and parameter.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    }
+    coroutine = function(*positional, **unset)
     try:
         result = run(asyncio.wait_for(coroutine, timeout_ms / 1000))
     except TimeoutError as exc:
