@@ -81,7 +81,13 @@ def _trace(
 
 
 TRACE_HEAD: list[Any] = [
-    {"type": "context-options", "wallTime": 1000, "monotonicTime": 0, "playwrightVersion": "1.65.1"},
+    {
+        "type": "context-options",
+        "version": 10,
+        "wallTime": 1000,
+        "monotonicTime": 0,
+        "playwrightVersion": "1.65.1",
+    },
     {"type": "event", "class": "BrowserContext", "method": "page", "params": {"pageId": "page@1"}},
     {
         "type": "before",

@@ -139,7 +139,7 @@ def test_eval_from_s3_equals_eval_on_disk_and_writes_back_to_s3(s3: MotoS3, tmp_
     assert remote.returncode == 0, remote.stderr
     assert remote.stdout.strip().endswith(
         f"wrote {s3.url('golden', 'eval_output', 'output.jsonl')}, {s3.url('golden', 'eval_output', 'report.json')}, "
-        f"{s3.url('golden', 'eval_output', 'report.md')}"
+        f"{s3.url('golden', 'eval_output', 'report.md')}, {s3.url('golden', 'eval_output', 'report.html')}"
     )
     expected = _scores((tmp_path / "local" / "output.jsonl").read_text())
     assert len(expected) == len(list(GOLDEN.glob("*.session.jsonl.gz")))
