@@ -429,6 +429,7 @@ def test_eval_scores_a_directory_of_traces_directly(demo_corpus: list[DemoEpisod
             str(configs),
             "-o",
             str(tmp_path / "out"),
+            "--allow-unscored",  # configs are given for the url_match traces only
         ],
     )
     assert result.exit_code == 0, result.output
