@@ -14,8 +14,10 @@ import multiprocessing.util
 import os
 import shutil
 import socket
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -158,6 +160,34 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     environment.prepare()
     task_ids = corpus_task_ids([task.task_id for task in load_demo_tasks()])
     session.config.stash[recording_key] = CorpusRecording.start(corpus, task_ids, workers=default_workers())
+
+
+_SITE_GLOBAL_MODULES = ("webarena.browser_env.env_config", "webarena.evaluation_harness.helper_functions")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def module_environment() -> Iterator[None]:
+    """Each test module starts from the process environment the one before it started from.
+
+    A module that plays a live demo task in this process points ``WA_<SITE>`` and the evaluators' site
+    globals at its own site for good (``configure_demo_environment``: a live task evaluates at every
+    step). Scoring a session that names no sites takes them from the environment, so a later module's
+    sessions, served on other ports, would be scored against the earlier module's site.
+    """
+    saved_environ = dict(os.environ)
+    saved_globals = [
+        (module, name, value)
+        for module in (sys.modules.get(name) for name in _SITE_GLOBAL_MODULES)
+        if module is not None
+        for name, value in vars(module).items()
+        if name.isupper() and isinstance(value, str)
+    ]
+    yield
+    for key in set(os.environ) - set(saved_environ):
+        del os.environ[key]
+    os.environ.update(saved_environ)
+    for module, name, value in saved_globals:
+        setattr(module, name, value)
 
 
 @pytest.fixture

@@ -291,19 +291,24 @@ class EpisodeProbe:
         pending: list[tuple[Question, Any]] = []  # (question, first answer)
         for number, tab in enumerate(tabs):
             tab_id = _target_id(context, tab)
-            moved = False
             html = captured_html.get(tab_id)
-            if html is not None and "shadowrootmode" not in html:
-                moved = tab.content() != html
+            watched = html is not None and "shadowrootmode" not in html
+            moved = watched and tab.content() != html
             questions = self._questions(tab, step, tab_id, self._rng(step, number), self.per_step)
             answers = _answers(tab, questions)
+            # Also after the answers: an animation that ends while they are asked (a progress bar fading
+            # out) moved the tab on after its capture as much as one that had ended before.
+            moved = moved or (watched and tab.content() != html)
             pending += [(q, _Moved(a) if moved else a) for q, a in zip(questions, answers, strict=True)]
         loads: list[tuple[list[Question], list[Any], float]] = []
+        spans: list[tuple[int, int]] = []  # where each URL's second-load answers are in ``self.asked``
+        first_loads: list[Any] = []  # the first loads' tabs, open until the second loads are done
         with contextlib.ExitStack() as stack:
             for phase in phases:
                 stack.enter_context(phase())
+            stack.callback(lambda: [tab.close() for tab in first_loads])  # still in the phases
             for url in self.urls_seen if fresh else []:
-                questions, answers = self._fresh(context, url, step, fresh_wait, None)
+                questions, answers = self._fresh(context, url, step, fresh_wait, None, keep=first_loads)
                 # The server rendered it before now: the second load must start in a later clock
                 # second than this, not than the first load's start (under load a load takes > 1 s).
                 loads.append((questions, answers, time.time()))
@@ -326,15 +331,34 @@ class EpisodeProbe:
                 while int(time.time()) == int(loaded):  # wait for the next clock second
                     time.sleep(0.05)
                 _, again = self._fresh(context, url, step, fresh_wait, questions)
+                spans.append((len(self.asked), len(self.asked) + len(questions)))
                 self.asked += [
                     (q, a if a == b else _Unstable(a, b))
                     for q, a, b in zip(questions, first_answers, again, strict=True)
                 ]
+            # The first loads asked again, now that the second loads are done: a page whose scripts were
+            # still filling it in at the evaluator's moment (e.g. on a loaded machine) answers otherwise
+            # by now, and what a fresh load shows then depends on timing (verdict ``unstable``).
+            for (start, end), tab in zip(spans, first_loads, strict=True):
+                later = _answers(tab, [question for question, _ in self.asked[start:end]])
+                for index, answer in zip(range(start, end), later, strict=True):
+                    question, judged = self.asked[index]
+                    if not isinstance(judged, _Unstable) and judged != answer:
+                        self.asked[index] = (question, _Unstable(judged, answer))
 
     def _fresh(
-        self, context: Any, url: str, step: int, wait: str, questions: list[Question] | None
+        self,
+        context: Any,
+        url: str,
+        step: int,
+        wait: str,
+        questions: list[Question] | None,
+        *,
+        keep: list[Any] | None = None,
     ) -> tuple[list[Question], list[Any]]:
-        """A new tab in the live context, ``goto(url)``, the questions (made from it the first time)."""
+        """A new tab in the live context, ``goto(url)``, the questions (made from it the first time).
+
+        ``keep``: the tab is left open and appended to it (to be asked again later)."""
         tab = context.new_page()
         try:
             tab.goto(url, wait_until=wait)
@@ -346,7 +370,10 @@ class EpisodeProbe:
                 )
             return questions, _answers(tab, questions)
         finally:
-            tab.close()
+            if keep is None:
+                tab.close()
+            else:
+                keep.append(tab)
 
     def _questions(
         self,
