@@ -1,8 +1,8 @@
 """A hostile-input generator: for every input format, families of crafted inputs, and the commands to run on them.
 
 Formats: session files (format 1-3), HAR, Playwright trace zips, AgentLab study folders (pickles),
-browser-use histories, Verified run folders, and the run folders ``eval`` reads and writes
-(``output.jsonl``, ``eval_output``). Families: ``amplification`` (a few bytes that expand),
+browser-use histories, Verified run folders, dataset folders (``export-dataset``'s, taken back by
+``import dataset``), and the run folders ``eval`` reads and writes (``output.jsonl``, ``eval_output``). Families: ``amplification`` (a few bytes that expand),
 ``depth``, ``types`` (type confusion), ``encoding`` (invalid UTF-8, lone surrogates), ``links``
 (symlinks and paths), ``sizes`` (counts just past a limit), ``names`` (names that clean to one file).
 
@@ -676,8 +676,110 @@ def verified_cases() -> Iterator[Case]:
     yield Case("verified-types", "verified", "types", confused, may_succeed=True)
 
 
+# -- dataset folders (import dataset) ---------------------------------------------------------------
+
+
+def dataset_cases() -> Iterator[Case]:
+    def dataset(place: Place) -> Path:
+        root = place.root / "ds"
+        (root / "data").mkdir(parents=True)
+        (root / "README.md").write_text("---\nlicense: other\n---\n")
+        return root
+
+    def command(root: Path, place: Place) -> list[list[str]]:
+        return [["import", "dataset", str(root), "-o", _out(place)]]
+
+    def sessions_link(place: Place, rng: random.Random) -> list[list[str]]:
+        root = dataset(place)
+        _session(
+            place.outside / "secret.session.jsonl.gz",
+            [corpus.step(0, html=f"<p>{SECRET}</p>"), corpus.end(final_answer=SECRET)],
+        )
+        if rng.random() < 0.5:
+            (root / "sessions").symlink_to(place.outside, target_is_directory=True)
+        else:  # deeper: a folder inside sessions/ that leads outside
+            (root / "sessions" / "run").mkdir(parents=True)
+            (root / "sessions" / "run" / "agent").symlink_to(place.outside, target_is_directory=True)
+        return command(root, place)
+
+    def session_link(place: Place, rng: random.Random) -> list[list[str]]:
+        root = dataset(place)
+        folder = root / "sessions" / rng.choice(["", "a", "a/b"])
+        folder.mkdir(parents=True, exist_ok=True)
+        _session(folder / "ok.session.jsonl.gz", [corpus.step(0, html="<p>x</p>"), corpus.end()])
+        secret = _session(
+            place.outside / "secret.session.jsonl.gz",
+            [corpus.step(0, html=f"<p>{SECRET}</p>"), corpus.end(final_answer=SECRET)],
+        )
+        (folder / "z.session.jsonl.gz").symlink_to(secret)
+        return command(root, place)
+
+    def output_link(place: Place, rng: random.Random) -> list[list[str]]:
+        root = dataset(place)
+        (root / "sessions").mkdir()
+        _session(root / "sessions" / "a.session.jsonl.gz", [corpus.step(0, html="<p>x</p>"), corpus.end()])
+        if rng.random() < 0.5:
+            Path(_out(place)).symlink_to(place.outside, target_is_directory=True)
+        else:  # the session's own target is a link to a file outside
+            Path(_out(place)).mkdir()
+            Path(_out(place), "a.session.jsonl.gz").symlink_to(place.secret_file("victim"))
+        return command(root, place)
+
+    def amplified(place: Place, rng: random.Random) -> list[list[str]]:
+        root = dataset(place)
+        folder = root / "sessions" / "run"
+        folder.mkdir(parents=True)
+        path = folder / "a.session.jsonl.gz"
+        if rng.random() < 0.5:
+            corpus.text_of_text(path, levels=rng.randint(30, 40))
+        else:
+            corpus.one_chunk_many_times(path, scale=0.35)
+        return command(root, place)
+
+    def deep(place: Place, rng: random.Random) -> list[list[str]]:
+        root = dataset(place)
+        depth = rng.choice([129, 300, 1000])
+        if rng.random() < 0.5:  # deep JSON in a session
+            (root / "sessions").mkdir()
+            value = b"[" * depth + b"]" * depth
+            line = orjson.dumps(corpus.step(0, html="<p>x</p>"))[:-1] + b',"extra":' + value + b"}"
+            _session(root / "sessions" / "a.session.jsonl.gz", [line, corpus.end()])
+        else:  # deeply nested folders
+            folder = root / "sessions"
+            for _ in range(min(depth, 150)):
+                folder = folder / "d"
+            folder.mkdir(parents=True)
+            _session(folder / "a.session.jsonl.gz", [corpus.step(0, html="<p>x</p>"), corpus.end()])
+        return command(root, place)
+
+    def confused(place: Place, rng: random.Random) -> list[list[str]]:
+        root = dataset(place)
+        (root / "sessions").mkdir()
+        kind = rng.choice(["directory", "fifo", "not_gzip", "types"])
+        path = root / "sessions" / "a.session.jsonl.gz"
+        if kind == "directory":  # a folder named like a session
+            path.mkdir()
+            _session(path / "b.session.jsonl.gz", [corpus.step(0, html="<p>x</p>"), corpus.end()])
+        elif kind == "fifo":  # reading it would block forever
+            os.mkfifo(path)
+        elif kind == "not_gzip":
+            path.write_bytes(b"PK\x03\x04" + bytes(rng.randrange(256) for _ in range(200)))
+        else:
+            record = corpus.step(0, html="<p>x</p>")
+            record["tabs"] = "x"
+            _session(path, [record, corpus.end()])
+        return command(root, place)
+
+    yield Case("dataset-sessions-symlink", "dataset", "links", sessions_link)
+    yield Case("dataset-session-symlink", "dataset", "links", session_link)
+    yield Case("dataset-output-symlink", "dataset", "links", output_link)
+    yield Case("dataset-amplified", "dataset", "amplification", amplified)
+    yield Case("dataset-deep", "dataset", "depth", deep, may_succeed=True)
+    yield Case("dataset-types", "dataset", "types", confused, may_succeed=True)
+
+
 def all_cases() -> list[Case]:
     return [
         *session_cases(), *run_folder_cases(), *har_cases(), *trace_cases(), *agentlab_cases(),
-        *browser_use_cases(), *verified_cases(),
+        *browser_use_cases(), *verified_cases(), *dataset_cases(),
     ]  # fmt: skip

@@ -104,7 +104,9 @@ def test_generated_hostile_input(case: Case, seed: int) -> None:
 def test_the_generator_covers_every_format_and_family() -> None:
     cases = all_cases()
     formats = {case.fmt for case in cases}
-    assert formats == {"session", "run-folder", "har", "trace", "agentlab", "browser-use", "verified"}
+    assert formats == {
+        "session", "run-folder", "har", "trace", "agentlab", "browser-use", "verified", "dataset"
+    }  # fmt: skip
     families = {case.family for case in cases}
     assert {"amplification", "depth", "types", "encoding", "links", "sizes", "names"} <= families
     assert len({case.name for case in cases}) == len(cases)
