@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import sys
 import tempfile
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -162,46 +164,28 @@ def eval_command(
         remote_in = storage.local_path(sessions_location) is None
         sessions_dir = storage.local_path(sessions_location) or Path()
         if output_location is None:
-            base = sessions_location
-            if not remote_in and import_format is not None and not sessions_dir.is_dir():
-                base = str(sessions_dir.parent)  # an imported recording file: beside it
-            output_location = storage.join(base, DEFAULT_OUTPUT_SUBDIR)
+            output_location = _default_output(
+                sessions_location, sessions_dir, imports=import_format is not None
+            )
         remote_out = storage.local_path(output_location) is None
-        output_dir: Path | None
-        if remote_out:  # written here, uploaded at the end; an earlier output.jsonl pulled to resume
-            staging = tempfile.TemporaryDirectory(prefix="cdp-eval-")
-            output_dir = Path(staging.name)
-            if not no_resume and storage.exists(storage.join(output_location, OUTPUT_NAME)):
-                storage.download(storage.join(output_location, OUTPUT_NAME), Path(staging.name) / OUTPUT_NAME)
-        else:
-            output_dir = storage.local_path(output_location) or Path(output_location)
         if remote_in and (import_format is not None or viewers):
             raise EvaluationError("--import and --viewers read local files; copy the sessions here first")
-        assert output_dir is not None
+        if remote_out:  # written here, uploaded at the end; an earlier output.jsonl pulled to resume
+            staging = tempfile.TemporaryDirectory(prefix="cdp-eval-")
+            output_dir = _staged_output(output_location, Path(staging.name), resume=not no_resume)
+        else:
+            output_dir = storage.local_path(output_location) or Path(output_location)
         configs = load_configs(configs_path) if configs_path is not None else None
         if import_format is not None:
-            from cdp_integration.imports.common import load_answers
-            from cdp_integration.imports.importer import import_recordings
-
-            base_dir = sessions_dir if sessions_dir.is_dir() else sessions_dir.parent
-            output_root = (
-                base_dir
-                if storage.local_path(output_location) == base_dir / DEFAULT_OUTPUT_SUBDIR
-                else output_dir
-            )
-            answers = load_answers(answers_path) if answers_path is not None else None
-            imported = output_dir / "imported"
-            import_recordings(
+            sessions_dir = _import_first(
                 import_format,
                 sessions_dir,
-                imported,
-                answers=answers,
+                output_dir,
+                output_location,
+                answers_path=answers_path,
                 configs=configs,
-                redact=True,
                 site_urls={**known_site_urls(), **urls},
-                output_root=output_root,
             )
-            sessions_dir = imported
         progress: ProgressFactory | None = None if no_progress or not sys.stderr.isatty() else _progress_bar
         with site_urls_in_environment(urls):
             summary = score_directory(
@@ -270,6 +254,54 @@ def eval_command(
             click.echo(escape_controls(f"  {group.line()}"), err=True)
         if not allow_unscored:
             ctx.exit(1)
+
+
+def _default_output(sessions_location: str, sessions_dir: Path, *, imports: bool) -> str:
+    """``SESSIONS_DIR/eval_output``; beside an imported recording given as one file."""
+    base = sessions_location
+    if storage.local_path(sessions_location) is not None and imports and not sessions_dir.is_dir():
+        base = str(sessions_dir.parent)
+    return storage.join(base, DEFAULT_OUTPUT_SUBDIR)
+
+
+def _staged_output(output_location: str, staging: Path, *, resume: bool) -> Path:
+    """A local folder for an output in storage: its earlier ``output.jsonl`` pulled in to resume."""
+    earlier = storage.join(output_location, OUTPUT_NAME)
+    if resume and storage.exists(earlier):
+        storage.download(earlier, staging / OUTPUT_NAME)
+    return staging
+
+
+def _import_first(
+    import_format: str,
+    recording: Path,
+    output_dir: Path,
+    output_location: str,
+    *,
+    answers_path: Path | None,
+    configs: Mapping[int, Mapping[str, Any]] | None,
+    site_urls: dict[str, str],
+) -> Path:
+    """``eval --import``: the recording imported (redacted) into ``OUTPUT_DIR/imported``; that folder."""
+    from cdp_integration.imports.common import load_answers
+    from cdp_integration.imports.importer import import_recordings
+
+    base_dir = recording if recording.is_dir() else recording.parent
+    output_root = (
+        base_dir if storage.local_path(output_location) == base_dir / DEFAULT_OUTPUT_SUBDIR else output_dir
+    )
+    imported = output_dir / "imported"
+    import_recordings(
+        import_format,
+        recording,
+        imported,
+        answers=load_answers(answers_path) if answers_path is not None else None,
+        configs=configs,
+        redact=True,
+        site_urls=site_urls,
+        output_root=output_root,
+    )
+    return imported
 
 
 def write_viewers(sessions_dir: Path, output_dir: Path, run: Run) -> list[str]:
