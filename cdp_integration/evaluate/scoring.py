@@ -29,10 +29,11 @@ import contextlib
 import functools
 import time
 import types
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from cdp_integration import environment
 from cdp_integration.deployment import known_site_urls
@@ -210,6 +211,31 @@ def _webarena_task(config_file: str, urls: Mapping[str, str], tab_urls: list[str
     return task
 
 
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+def _check_sites_are_the_episodes(
+    session: Session, urls: Mapping[str, str], tab_urls: Sequence[str], step: int
+) -> None:
+    """BrowserGym's tab safeguard scored 0: loud instead when that 0 says nothing about the episode.
+
+    A session that records no site URLs is checked against the environment's (``WA_<SITE>``,
+    ``--site-url``); when no tab is on any of them, they are another deployment's, not a tab the
+    agent left the sites with.
+    """
+    if isinstance(session.task.get("site_urls"), dict) and session.task["site_urls"]:
+        return
+    sites = {_origin(url) for url in urls.values() if url}
+    if sites and not any(_origin(url) in sites for url in tab_urls):
+        raise ReplayMissError(
+            f"step {step}: no tab is on the sites the environment names ({', '.join(sorted(sites))[:200]}) "
+            "and the session records none of its own; give the sites it ran on with --site-url "
+            "(or WA_<SITE>)"
+        )
+
+
 def _page_urls(context: MockBrowserContext) -> list[str]:
     """Every URL the replayed page of ``context`` can report (``page.url``): tabs and recorded answers."""
     urls = [page.url for page in context.pages]
@@ -277,6 +303,7 @@ def evaluate_step(
         tab_urls = [p.url for p in context.pages]
         score, _done, _message, info = task.validate(page, chat)
     if isinstance(info, dict) and "Unauthorized" in str(info.get("error")):
+        _check_sites_are_the_episodes(session, urls, tab_urls, context.step.index)
         recorder.tab_safeguard(info, tab_urls)
     misses = context.misses + http.misses
     if misses:

@@ -140,8 +140,12 @@ def _config(eval_: dict[str, Any]) -> dict[str, Any]:
     return {"task_id": 1, "sites": ["shopping"], "intent": "Find it.", "eval": eval_}
 
 
-def _session(steps: list[Step], eval_: dict[str, Any], answer: str | None = None) -> Session:
-    task = {"task_id": 1, "config": _config(eval_), "site_urls": {"SHOPPING": SHOP}}
+def _session(
+    steps: list[Step], eval_: dict[str, Any], answer: str | None = None, *, sites: bool = True
+) -> Session:
+    task: dict[str, Any] = {"task_id": 1, "config": _config(eval_)}
+    if sites:
+        task["site_urls"] = {"SHOPPING": SHOP}
     end = SessionEnd(ended=9.0, instance_id="unit.explain", final_answer=answer)
     return Session(header=new_header(instance_id="unit.explain", task=task), steps=tuple(steps), end=end,
                    complete=True)  # fmt: skip
@@ -226,6 +230,26 @@ def test_a_tab_off_the_sites_is_said_even_with_the_right_answer() -> None:
     )
     assert result.attribution is not None and result.attribution["class"] == "state_not_reached"
     assert "outside the WebArena sites" in result.attribution["reason"]
+
+
+def test_tabs_on_none_of_the_environments_sites_are_loud_when_the_session_names_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Sites from the environment only (the session records none): when no tab is on them, they are
+    another deployment's, and the tab safeguard's 0 would say nothing about the episode."""
+    steps = [_step(0, f"{SHOP}/"), _step(1, f"{SHOP}/products/7")]
+    unnamed = _session(steps, SKU, answer="DS-HK-003", sites=False)
+    monkeypatch.setenv("WA_SHOPPING", "http://other-deployment.test:7770")
+    with pytest.raises(ReplayMissError, match="no tab is on the sites the environment names"):
+        evaluate_session(unnamed)
+    monkeypatch.setenv("WA_SHOPPING", SHOP)  # the right deployment: scored
+    assert evaluate_session(unnamed).score == 1.0
+    shop_tab = TabState(tab_id="T1", url=f"{SHOP}/", title="", active=False, html="<p>x</p>")
+    other_tab = TabState(tab_id="T2", url="http://elsewhere.test/", title="", active=True, html="<p>y</p>")
+    two_tabs = Step(index=1, trigger="action", action="noop()", timestamp=1.0, url=other_tab.url, title="",
+                    tabs=[shop_tab, other_tab])  # fmt: skip
+    off_site = _session([_step(0, f"{SHOP}/"), two_tabs], SKU, "DS-HK-003", sites=False)
+    assert evaluate_session(off_site).score == 0.0  # a tab on the sites: the agent opened one elsewhere
 
 
 def test_capture_fault_is_harness_fault() -> None:
