@@ -111,7 +111,7 @@ bench-webarena: setup-test
 # run_infer --backend ray with 1 vs 2 stand-in deployments on a 2-node local Ray cluster (ratio), and eval
 # of 2000 sessions from S3 (moto) with local workers vs Ray workers, side by side.
 bench-ray: setup-test
-	.venv/bin/python benchmarks/ray_pool.py
+	.venv/bin/python benchmarks/run_all.py --only ray_pool
 
 lint: setup-test
 	.venv/bin/ruff check . && .venv/bin/ruff format --check . && .venv/bin/mypy

@@ -30,6 +30,8 @@ class Benchmark:
     name: str
     argv: tuple[str, ...]
     what: str
+    default: bool = True
+    """Run by ``make bench``; otherwise only when named with ``--only`` (its own make target)."""
 
 
 BENCHMARKS = (
@@ -62,6 +64,17 @@ BENCHMARKS = (
         "eval_throughput",
         ("benchmarks/eval_throughput.py", "--sessions", "tests/fixtures/sessions/v2", "--count", "2000"),
         "batch scoring: sessions/s, memory, resume after a kill",
+    ),
+    Benchmark(
+        "explain_overhead",
+        ("benchmarks/explain_overhead.py",),
+        "scoring with the evaluators' checks recorded vs without",
+    ),
+    Benchmark(
+        "ray_pool",
+        ("benchmarks/ray_pool.py",),
+        "`make bench-ray`: run_infer on 1 vs 2 deployments on Ray; eval local vs Ray on 2000 sessions",
+        default=False,
     ),
 )
 
@@ -119,7 +132,8 @@ def page(results: dict[str, tuple[int, float, str] | None]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     names = [benchmark.name for benchmark in BENCHMARKS]
-    parser.add_argument("--only", nargs="+", choices=names, default=names, help="run only these")
+    defaults = [benchmark.name for benchmark in BENCHMARKS if benchmark.default]
+    parser.add_argument("--only", nargs="+", choices=names, default=defaults, help="run only these")
     parser.add_argument("--output", type=Path, default=REPO / "docs" / "benchmarks" / "latest.md")
     args = parser.parse_args(argv)
     store = args.output.with_suffix(".json")
