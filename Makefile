@@ -1,7 +1,7 @@
 # The two commands of the README: `make demo` and `make test`. Each sets up what its job needs first
 # (scripts/setup.sh core|test|docs|conformance): `make demo` installs no test tool and no conformance app.
 .PHONY: setup setup-demo setup-test setup-docs setup-conformance demo test docs test-webarena test-imports trace-corpus test-agentlab test-browser-use \
-	test-conformance check-fidelity check-wheel bench bench-webarena bench-ray test-ray lint
+	test-conformance test-faults check-fidelity check-wheel bench bench-webarena bench-ray test-ray lint
 
 setup:
 	@scripts/setup.sh all
@@ -73,6 +73,11 @@ test-browser-use: setup
 	scripts/setup_browser_use.sh
 	CDP_TEST_BROWSER_USE_STANDINS=1 .venv-bu013/bin/python -m pytest -q --durations=10 \
 		tests/integration/test_browser_use.py tests/integration/test_browser_use_standins.py
+
+# Fault injection with every scenario (make test plays one episode of each kind of fault): 21 demo
+# episodes with CDP errors, closed, crashed, hung and navigated tabs, a full disk, and two SIGKILLs.
+test-faults: setup-test
+	CDP_TEST_FAULTS=all .venv/bin/python -m pytest -q --durations=10 -s tests/integration/test_fault_injection.py
 
 # The conformance suite on its four real applications with every task, the opt-in ones too (issue 19).
 test-conformance: setup-test

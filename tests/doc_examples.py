@@ -7,7 +7,8 @@ The convention (README.md and docs/**/*.md):
   not checked;
 - a fenced ``python`` block is a program, run with the repository's Python;
 - a block whose fence line is preceded by ``<!-- not-run: REASON -->`` is not run (only for what truly
-  needs a deployment, a model or a cluster);
+  needs a deployment, a model or a cluster, or a run that another page's example or a named test plays:
+  the reason names it);
 - every command must exit 0 (for a pipeline, its last command, as in a shell), unless the fence line
   says ``console exit=N``: then every command of that block must exit N.
 
