@@ -301,7 +301,16 @@ def evaluate_step(
     ):
         task = _webarena_task(config_file, urls, [p.url for p in context.pages])
         tab_urls = [p.url for p in context.pages]
-        score, _done, _message, info = task.validate(page, chat)
+        try:
+            score, _done, _message, info = task.validate(page, chat)
+        except Exception:
+            # A question the session could not answer made the evaluator raise (the LLM judge's client
+            # raises on the refused call; BrowserGym does not catch it): the miss, not the exception.
+            if not (context.misses or http.misses):
+                raise
+            raise ReplayMissError(
+                f"step {context.step.index}: " + "; ".join([*context.misses, *http.misses][:3])
+            ) from None
     if isinstance(info, dict) and "Unauthorized" in str(info.get("error")):
         _check_sites_are_the_episodes(session, urls, tab_urls, context.step.index)
         recorder.tab_safeguard(info, tab_urls)

@@ -347,3 +347,12 @@ def test_steps_and_show_agree_on_a_missing_answer(tmp_path: Path) -> None:
     assert "FAIL  string_match exact_match" in shown and "no answer: the agent sent no final message" in shown
     rescored = _cli("rescore", path)
     assert f"answer {words}" in rescored.splitlines()[0]
+
+
+def test_a_judge_question_the_session_cannot_answer_is_a_miss_not_the_clients_exception() -> None:
+    """A fuzzy_match answer needs the LLM judge; a session (an imported trace) without its recorded reply
+    makes the judge's client raise inside the evaluator: scoring says which call it could not answer."""
+    judged = {"eval_types": ["string_match"], "reference_answers": {"fuzzy_match": ["the skillet"]}}
+    session = _session([_step(0, f"{SHOP}/")], judged, answer="a cast iron pan")
+    with pytest.raises(ReplayMissError, match=r"POST .*chat/completions.*no recorded request matches"):
+        evaluate_session(session)
