@@ -21,10 +21,10 @@ demo: setup-demo
 docs: setup-docs
 	.venv/bin/mkdocs build --strict
 
-# The suite runs in one pytest process while three background processes record the demo corpus.
-# `make test TEST_WORKERS=2` spreads whole test modules over that many pytest-xdist workers
-# (tests/conftest.py): ~16 min instead of ~20 here, but on 2 CPUs the extra load makes the timing of
-# OpenHands' runtime start-up (a fixed 120 s limit) and of BrowserGym episodes less reliable.
+# The suite runs in one pytest process while three background processes record the demo corpus
+# (23 min on a clean clone of an idle 2-CPU machine). `make test TEST_WORKERS=2` spreads whole test
+# modules over that many pytest-xdist workers (tests/conftest.py): 18 min here, but on 2 CPUs the extra
+# load once made OpenHands' and BrowserGym's episodes miss their timing.
 TEST_WORKERS ?=
 XDIST = $(if $(TEST_WORKERS),-n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder)
 
