@@ -299,8 +299,8 @@ def evaluate_step(
         replay_http(evaluation.http if evaluation else ()) as http,
         record_webarena_checks(recorder),
     ):
-        task = _webarena_task(config_file, urls, [p.url for p in context.pages])
         tab_urls = [p.url for p in context.pages]
+        task = _webarena_task(config_file, urls, tab_urls)
         try:
             score, _done, _message, info = task.validate(page, chat)
         except Exception:
