@@ -162,9 +162,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     session.config.stash[recording_key] = CorpusRecording.start(corpus, task_ids, workers=default_workers())
 
 
-_SITE_GLOBAL_MODULES = ("webarena.browser_env.env_config", "webarena.evaluation_harness.helper_functions")
-
-
 @pytest.fixture(scope="module", autouse=True)
 def module_environment() -> Iterator[None]:
     """Each test module starts from the process environment the one before it started from.
@@ -174,10 +171,12 @@ def module_environment() -> Iterator[None]:
     step). Scoring a session that names no sites takes them from the environment, so a later module's
     sessions, served on other ports, would be scored against the earlier module's site.
     """
+    from cdp_integration.webarena import _URL_MODULES  # the modules whose site globals scoring points
+
     saved_environ = dict(os.environ)
     saved_globals = [
         (module, name, value)
-        for module in (sys.modules.get(name) for name in _SITE_GLOBAL_MODULES)
+        for module in (sys.modules.get(name) for name in _URL_MODULES)
         if module is not None
         for name, value in vars(module).items()
         if name.isupper() and isinstance(value, str)
