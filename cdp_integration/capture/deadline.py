@@ -82,14 +82,9 @@ def bounded(owner: Any, method: str, *args: Any, timeout_ms: float) -> Any:
 
     function = getattr(impl, method)
     positional = [mapping.to_impl(arg) for arg in args]
-    # the sync API passes every option of a call, unset ones as None (Page.content's include_shadow)
-    unset = {
-        name: None
-        for name, parameter in list(inspect.signature(function).parameters.items())[len(positional) :]
-        if parameter.default is inspect.Parameter.empty
-        and parameter.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    }
-    coroutine = function(*positional, **unset)
+    coroutine = function(
+        *positional, **dict.fromkeys(_unset_options(impl, method, function, len(positional)))
+    )
     try:
         result = run(asyncio.wait_for(coroutine, timeout_ms / 1000))
     except TimeoutError as exc:
@@ -98,6 +93,25 @@ def bounded(owner: Any, method: str, *args: Any, timeout_ms: float) -> Any:
             f"{type(owner).__name__}.{method}() gave no answer within {timeout_ms:.0f} ms"
         ) from exc
     return mapping.from_maybe_impl(result)
+
+
+_UNSET_OPTIONS: dict[tuple[type, str, int], tuple[str, ...]] = {}
+
+
+def _unset_options(impl: Any, method: str, function: Any, given: int) -> tuple[str, ...]:
+    """The options of ``function`` (``impl.method``) after its ``given`` positional arguments that have
+    no default: the sync API passes every option of a call, unset ones as None (``Page.content``'s
+    ``include_shadow``). Worked out once per class and method, not on every capture call."""
+    key = (type(impl), method, given)
+    names = _UNSET_OPTIONS.get(key)
+    if names is None:
+        names = _UNSET_OPTIONS[key] = tuple(
+            name
+            for name, parameter in list(inspect.signature(function).parameters.items())[given:]
+            if parameter.default is inspect.Parameter.empty
+            and parameter.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        )
+    return names
 
 
 def _forget(impl: Any) -> None:
