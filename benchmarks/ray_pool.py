@@ -17,7 +17,7 @@ stand-in sites (``tests/standins``) as two deployments, moto's S3 server (``test
 3. On paper: the measured per-task cost (``duration_s`` of the lines) and Ray's per-session cost, and
    what N deployments on N nodes would give for WebArena's 812 tasks.
 
-Exit status 1 if scores differ between runs. Expect tens of minutes on a loaded 2-core machine: each
+Exit status 1 if scores differ between runs or a target is missed. Expect tens of minutes on a loaded 2-core machine: each
 task starts a Chromium and OpenHands' BrowserEnv, and both nodes share the same two cores, so the
 measured 2-deployment ratio here is bounded by the CPU, not by the deployments.
 """
@@ -47,6 +47,11 @@ TRAJECTORIES = REPO / "tests" / "standins" / "tasks.json"
 GOLDEN = REPO / "tests" / "fixtures" / "sessions" / "v2"
 CLI = Path(sys.executable).with_name("cdp-session")
 SUBSET = (27, 404, 410, 258, 269, 0, 377, 266)
+DEPLOYMENT_RATIO_TARGET = 1.3
+"""Targets. Two deployments on two one-CPU nodes of a 2-CPU machine: a task mostly waits (sign-in,
+the browser, the evaluator), so the second deployment should give at least this much."""
+RAY_EVAL_RATIO_TARGET = 1.0
+"""Two Ray workers (with their start-up and the storage reads) at least as fast as one local worker."""
 RESET_SCRIPT = (
     "import os, urllib.request; e = os.environ; "
     "urllib.request.urlopen(e['RESET_URL'] + '?sites=' + e['WEBARENA_TASK_SITES'], "
@@ -190,6 +195,12 @@ def main() -> int:
                 print(f"  1 deployment : {one_s:8.1f} s")
                 print(f"  2 deployments: {two_s:8.1f} s   ratio 1/2 = {one_s / two_s:.2f}x")
                 print(f"  same score for every task: {'PASS' if same else 'FAIL'}")
+                faster = one_s / two_s >= DEPLOYMENT_RATIO_TARGET
+                ok &= faster
+                print(
+                    f"  {'PASS' if faster else 'FAIL'}  2 deployments >= {DEPLOYMENT_RATIO_TARGET:.1f}x as fast as 1"
+                    f"  ({one_s / two_s:.2f}x)"
+                )
 
             sessions = sorted(GOLDEN.glob("*.session.jsonl.gz"))
             local_dir = root / "eval-sessions" / "sessions"
@@ -226,6 +237,12 @@ def main() -> int:
             ):
                 print(f"  {label:<22}{seconds:>10.1f}{args.count / seconds:>12.1f}")
             print(f"  same output for every session: {'PASS' if same else 'FAIL'}")
+            ray_ratio = local1_s / ray_s
+            ok &= ray_ratio >= RAY_EVAL_RATIO_TARGET
+            print(
+                f"  {'PASS' if ray_ratio >= RAY_EVAL_RATIO_TARGET else 'FAIL'}  ray, 2 workers >= "
+                f"{RAY_EVAL_RATIO_TARGET:.1f}x the sessions/s of 1 local worker  ({ray_ratio:.2f}x)"
+            )
 
             if durations:
                 task_s = statistics.mean(durations)
