@@ -11,9 +11,10 @@ stand-in sites (``tests/standins``) as two deployments, moto's S3 server (``test
 1. ``run_infer.py --backend ray --mode direct`` on the task ids (default: the 8 of ``make test``'s subset)
    with a pool of one deployment, then of two (fresh sites, fresh output in S3): both wall times, their
    ratio, and whether every task got the same score (it must).
-2. ``cdp-session eval`` on ``--count`` sessions (copies of the golden sessions in S3): ``--backend local``
-   with 1 and 2 workers and ``--backend ray --workers 2`` on the cluster, sessions/s side by side, and
-   whether the three outputs agree.
+2. ``cdp-session eval`` on ``--count`` sessions (copies of the golden sessions), read from S3 and then
+   from a directory every node reads: ``--backend local`` with 1 and 2 workers and ``--backend ray
+   --workers 2`` on the cluster, sessions/s side by side, and whether the three outputs agree. From
+   S3 the one moto process (on the same CPUs) bounds the rate; the target is on the directory.
 3. On paper: the measured per-task cost (``duration_s`` of the lines) and Ray's per-session cost, and
    what N deployments on N nodes would give for WebArena's 812 tasks.
 
@@ -212,36 +213,48 @@ def main() -> int:
                 os.link(source, target)
             fs.put(str(local_dir) + "/", f"{s3.bucket}/eval-sessions/sessions/", recursive=True)
             environ = _environ(root, s3, "http://127.0.0.1:9")
-            url = s3.url("eval-sessions")
-            local1_s, local1 = _eval(url, str(root / "e-local1"), environ)
-            local2_s, local2 = _eval(url, str(root / "e-local2"), environ, "--workers", "2")
-            ray_s, ray = _eval(
-                url,
-                str(root / "e-ray"),
-                environ,
-                "--backend",
-                "ray",
-                "--workers",
-                "2",
-                "--ray-address",
-                cluster.address,
-            )
-            same = local1 == local2 == ray and len(local1) == args.count
-            ok &= same
-            print(f"\neval of {args.count} sessions from s3:// (moto on loopback):")
-            print(f"  {'backend':<22}{'seconds':>10}{'sessions/s':>12}")
-            for label, seconds in (
-                ("local, 1 worker", local1_s),
-                ("local, 2 workers", local2_s),
-                ("ray, 2 workers/2 nodes", ray_s),
+            rates: dict[str, tuple[float, float, float]] = {}
+            for source, location in (
+                ("s3:// (moto on loopback)", s3.url("eval-sessions")),
+                ("a directory every node reads", str(local_dir.parent)),
             ):
-                print(f"  {label:<22}{seconds:>10.1f}{args.count / seconds:>12.1f}")
-            print(f"  same output for every session: {'PASS' if same else 'FAIL'}")
+                tag = "s3" if location.startswith("s3://") else "dir"
+                local1_s, local1 = _eval(location, str(root / f"e-{tag}-local1"), environ)
+                local2_s, local2 = _eval(location, str(root / f"e-{tag}-local2"), environ, "--workers", "2")
+                ray_s, ray = _eval(
+                    location,
+                    str(root / f"e-{tag}-ray"),
+                    environ,
+                    "--backend",
+                    "ray",
+                    "--workers",
+                    "2",
+                    "--ray-address",
+                    cluster.address,
+                )
+                same = local1 == local2 == ray and len(local1) == args.count
+                ok &= same
+                rates[tag] = (local1_s, local2_s, ray_s)
+                print(f"\neval of {args.count} sessions from {source}:")
+                print(f"  {'backend':<22}{'seconds':>10}{'sessions/s':>12}")
+                for label, seconds in (
+                    ("local, 1 worker", local1_s),
+                    ("local, 2 workers", local2_s),
+                    ("ray, 2 workers/2 nodes", ray_s),
+                ):
+                    print(f"  {label:<22}{seconds:>10.1f}{args.count / seconds:>12.1f}")
+                print(f"  same output for every session: {'PASS' if same else 'FAIL'}")
+            s3_local1, s3_local2, _ = rates["s3"]
+            print(
+                f"\n  from s3: 2 local workers give {s3_local1 / s3_local2:.2f}x of 1: the endpoint (one moto "
+                "process on the same 2 CPUs) bounds the rate there, not the scoring"
+            )
+            local1_s, _, ray_s = rates["dir"]
             ray_ratio = local1_s / ray_s
             ok &= ray_ratio >= RAY_EVAL_RATIO_TARGET
             print(
-                f"  {'PASS' if ray_ratio >= RAY_EVAL_RATIO_TARGET else 'FAIL'}  ray, 2 workers >= "
-                f"{RAY_EVAL_RATIO_TARGET:.1f}x the sessions/s of 1 local worker  ({ray_ratio:.2f}x)"
+                f"  {'PASS' if ray_ratio >= RAY_EVAL_RATIO_TARGET else 'FAIL'}  from a directory, ray with 2 "
+                f"workers >= {RAY_EVAL_RATIO_TARGET:.1f}x the sessions/s of 1 local worker  ({ray_ratio:.2f}x)"
             )
 
             if durations:

@@ -153,7 +153,9 @@ def download(location: str, target: Path, *, max_bytes: int | None = None) -> Pa
         )
     read = 0
     try:
-        with fs.open(key, "rb", block_size=_CHUNK) as source, open_output(target) as out:
+        # the listed size given to the reader, which would otherwise ask for it again (a second request)
+        sized = {"size": size} if isinstance(size, int) else {}
+        with fs.open(key, "rb", block_size=_CHUNK, **sized) as source, open_output(target) as out:
             while chunk := source.read(_CHUNK):
                 read += len(chunk)
                 if read > limit:
