@@ -21,11 +21,10 @@ demo: setup-demo
 docs: setup-docs
 	.venv/bin/mkdocs build --strict
 
-# The suite runs in one pytest process while three background processes record the demo corpus
-# (23 min on a clean clone of an idle 2-CPU machine). `make test TEST_WORKERS=2` spreads whole test
-# modules over that many pytest-xdist workers (tests/conftest.py): 18 min here, but on 2 CPUs the extra
-# load once made OpenHands' and BrowserGym's episodes miss their timing.
-TEST_WORKERS ?=
+# The suite runs in two pytest-xdist workers, each taking whole test modules (tests/conftest.py), while
+# three background processes record the demo corpus; the suite mostly waits on browsers and servers.
+# `make test TEST_WORKERS=` runs it in one process (23 min on a clean clone of an idle 2-CPU machine).
+TEST_WORKERS ?= 2
 XDIST = $(if $(TEST_WORKERS),-n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder)
 
 test: setup-test
