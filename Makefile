@@ -22,7 +22,8 @@ docs: setup-docs
 	.venv/bin/mkdocs build --strict
 
 # The suite runs in two pytest-xdist workers, each taking whole test modules (tests/conftest.py), while
-# three background processes record the demo corpus; the suite mostly waits on browsers and servers.
+# three background processes record the demo corpus; the suite mostly waits on browsers and servers
+# (17 min on a clean clone of an idle 2-CPU machine).
 # `make test TEST_WORKERS=` runs it in one process (23 min on a clean clone of an idle 2-CPU machine).
 TEST_WORKERS ?= 2
 XDIST = $(if $(TEST_WORKERS),-n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder)
