@@ -22,7 +22,7 @@ docs: setup-docs
 	.venv/bin/mkdocs build --strict
 
 # The suite runs in two pytest-xdist workers (whole test modules each, tests/conftest.py) while three
-# background processes record the demo corpus: about 17 min on a clean clone of an idle 2-CPU machine.
+# background processes record the demo corpus: 17-19 min on a clean clone of an idle 2-CPU machine.
 # `make test TEST_WORKERS=` runs it in one process (about 23 min). Three workers are no faster on 2 CPUs,
 # and the load makes BrowserGym's 500 ms click timeouts miss again and again.
 TEST_WORKERS ?= 2
