@@ -21,11 +21,12 @@ demo: setup-demo
 docs: setup-docs
 	.venv/bin/mkdocs build --strict
 
-# The suite runs in two pytest-xdist workers (whole test modules each, tests/conftest.py) while three
-# background processes record the demo corpus: 17-19 min on a clean clone of an idle 2-CPU machine.
-# `make test TEST_WORKERS=` runs it in one process (about 23 min). Three workers are no faster on 2 CPUs,
-# and the load makes BrowserGym's 500 ms click timeouts miss again and again.
-TEST_WORKERS ?= 2
+# The suite runs in one pytest process while three background processes record the demo corpus
+# (23 min on a clean clone of an idle 2-CPU machine). `make test TEST_WORKERS=2` spreads whole test
+# modules over two pytest-xdist workers (tests/conftest.py): 17-19 min, but at its start (two workers,
+# the corpus recorders, OpenHands start-ups) the load made BrowserGym miss its fixed 500 ms action
+# timeout in three clean runs of six, each time in another episode. Three workers are no faster.
+TEST_WORKERS ?=
 XDIST = $(if $(TEST_WORKERS),-n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder)
 
 test: setup-test
