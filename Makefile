@@ -22,7 +22,7 @@ docs: setup-docs
 	.venv/bin/mkdocs build --strict
 
 # The suite runs in one pytest process while three background processes record the demo corpus
-# (23 min on a clean clone of an idle 2-CPU machine). `make test TEST_WORKERS=2` spreads whole test
+# (23-27 min on a clean clone of an idle 2-CPU machine). `make test TEST_WORKERS=2` spreads whole test
 # modules over two pytest-xdist workers (tests/conftest.py): 17-19 min, but at its start (two workers,
 # the corpus recorders, OpenHands start-ups) the load made BrowserGym miss its fixed 500 ms action
 # timeout in three clean runs of six, each time in another episode. Three workers are no faster.
