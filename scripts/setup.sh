@@ -44,8 +44,9 @@ need_uv() {
   [ -n "$PY312" ] || PY312="3.12"   # let uv find or fetch one
 }
 
-chromium() {
-  [ -x /usr/lib/chromium/chromium ] || command -v chromium >/dev/null 2>&1 || apt_install chromium
+# Named need_*: a function called `chromium` would be found by `command -v chromium` itself.
+need_chromium() {
+  [ -x /usr/lib/chromium/chromium ] || apt_install chromium
 }
 
 # uv sync --inexact leaves what another job installed in .venv (make demo after make test keeps pytest).
@@ -121,9 +122,9 @@ conformance_apps() {
 }
 
 case "$JOB" in
-  core) chromium; venv_core ;;
+  core) need_chromium; venv_core ;;
   docs) venv_docs ;;
-  conformance) chromium; venv_core; conformance_apps ;;
-  test|all) chromium; test_tools; conformance_apps ;;
+  conformance) need_chromium; venv_core; conformance_apps ;;
+  test|all) need_chromium; test_tools; conformance_apps ;;
 esac
 [ "$JOB" = docs ] || .venv/bin/python -m cdp_integration.environment
