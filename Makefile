@@ -1,6 +1,6 @@
 # The two commands of the README: `make demo` and `make test`. Each sets up what its job needs first
 # (scripts/setup.sh core|test|docs|conformance): `make demo` installs no test tool and no conformance app.
-.PHONY: setup setup-demo setup-test setup-docs setup-conformance demo test docs test-webarena test-imports trace-corpus test-agentlab test-browser-use \
+.PHONY: test-fresh-machine setup setup-demo setup-test setup-docs setup-conformance demo test docs test-webarena test-imports trace-corpus test-agentlab test-browser-use \
 	test-conformance test-faults check-fidelity check-wheel bench bench-webarena bench-ray test-ray lint
 
 setup:
@@ -31,6 +31,12 @@ XDIST = $(if $(TEST_WORKERS),-n $(TEST_WORKERS) --dist loadscope --no-loadscope-
 
 test: setup-test
 	.venv/bin/python -m pytest -q --durations=25 $(XDIST)
+
+# The README's set-up where nothing is installed (tests/integration/test_fresh_machine.py, root only): make test
+# runs each job's Debian step and make demo's whole set-up and one demo task; this adds the test job's whole
+# set-up (two venvs and five applications, about 1.5 min with warm package caches).
+test-fresh-machine: setup-test
+	CDP_TEST_FRESH_FULL=1 .venv/bin/python -m pytest -q --durations=10 tests/integration/test_fresh_machine.py
 
 # Real WebArena task ids against the stand-in sites (issue 11), too long for `make test`: the live parity
 # of all 41 curated tasks (82 episodes in BrowserGym's own webarena envs, then scored offline) and

@@ -10,10 +10,15 @@
 #   scripts/setup.sh test         make test: all of the above, plus tmux and kiwix-tools/zim-tools (the
 #                                 WebArena stand-ins), the openhands extra, the dev group and .venv-v1.
 #   scripts/setup.sh [all]        the same as test.
+#   scripts/setup.sh system JOB   only the Debian packages JOB needs and this machine lacks (each job above
+#                                 starts with this; tests/integration/test_fresh_machine.py checks it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+USAGE="usage: $0 [core|docs|conformance|test|all] | $0 system JOB"
+SYSTEM_ONLY=""
+if [ "${1:-}" = system ]; then SYSTEM_ONLY=1; shift; [ $# -eq 1 ] || { echo "$USAGE" >&2; exit 2; }; fi
 JOB="${1:-all}"
-case "$JOB" in core|docs|conformance|test|all) ;; *) echo "usage: $0 [core|docs|conformance|test|all]" >&2; exit 2 ;; esac
+case "$JOB" in core|docs|conformance|test|all) ;; *) echo "$USAGE" >&2; exit 2 ;; esac
 
 apt_install() {  # apt_install PACKAGE...: from Debian, without recommends
   echo "setup: installing $* from Debian"
@@ -41,12 +46,44 @@ need_uv() {
       [ -x "$candidate" ] && PY312="$candidate"
     done
   fi
-  [ -n "$PY312" ] || PY312="3.12"   # let uv find or fetch one
+  if [ -z "$PY312" ]; then  # one uv manages already; uv would otherwise try to download a build
+    PY312="$("$UV" python find --no-python-downloads 3.12 2>/dev/null || true)"
+  fi
+  if [ -z "$PY312" ]; then
+    echo "setup: error: no Python 3.12 found (python3.12 on PATH, pyenv or uv); install one, e.g. 'pyenv install 3.12'" >&2
+    exit 2
+  fi
 }
 
-# Named need_*: a function called `chromium` would be found by `command -v chromium` itself.
-need_chromium() {
-  [ -x /usr/lib/chromium/chromium ] || apt_install chromium
+have() { command -v "$1" >/dev/null 2>&1; }
+
+# debian_needs JOB: the Debian packages JOB needs that this machine lacks, on one line. No function here
+# is named after a program: `command -v chromium` would find the function itself.
+debian_needs() {
+  local need=()
+  case "$1" in core|conformance|test|all) [ -x /usr/lib/chromium/chromium ] || need+=(chromium) ;; esac
+  case "$1" in test|all)
+    have tmux || need+=(tmux)
+    # the WebArena stand-ins' wikipedia is the real software WebArena uses: kiwix-serve over a ZIM we build
+    have kiwix-serve || need+=(kiwix-tools)
+    have zimwriterfs || need+=(zim-tools)
+    ;;
+  esac
+  case "$1" in conformance|test|all)
+    # DokuWiki, served by PHP's built-in server (php-cgi satisfies the php package without Apache)
+    { [ -f /usr/share/dokuwiki/doku.php ] && have php && have php-cgi; } || need+=(php-cli php-cgi php-xml dokuwiki)
+    # TiddlyWiki and docsify from npm, served by Node
+    { have node && have npm; } || need+=(nodejs npm)
+    ;;
+  esac
+  echo "${need[*]:-}"
+}
+
+system_packages() {
+  local need
+  need="$(debian_needs "$1")"
+  # shellcheck disable=SC2086 # one word per package
+  [ -z "$need" ] || apt_install $need
 }
 
 # uv sync --inexact leaves what another job installed in .venv (make demo after make test keeps pytest).
@@ -61,12 +98,6 @@ venv_docs() {
 }
 
 test_tools() {
-  need_apt=()
-  command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
-  # the WebArena stand-ins' wikipedia is the real software WebArena uses: kiwix-serve over a ZIM we build
-  command -v kiwix-serve >/dev/null 2>&1 || need_apt+=(kiwix-tools)
-  command -v zimwriterfs >/dev/null 2>&1 || need_apt+=(zim-tools)
-  [ ${#need_apt[@]} -eq 0 ] || apt_install "${need_apt[@]}"
   need_uv
   # the openhands extra, the dev group (pytest, ruff, mypy) and the docs group (the suite builds the site)
   "$UV" sync --locked --all-extras --group docs --quiet --python "$PY312"
@@ -82,9 +113,6 @@ conformance_apps() {
   # The real applications of the conformance suite (tests/conformance): DokuWiki from Debian (served by
   # PHP's built-in server from a private copy in a temp dir; php-cgi satisfies the php package without
   # pulling in Apache) and Trac from PyPI in its own virtualenv, with a pristine environment made once.
-  if [ ! -f /usr/share/dokuwiki/doku.php ] || ! command -v php >/dev/null 2>&1; then
-    apt_install php-cli php-cgi php-xml dokuwiki
-  fi
   APPS=.cache/apps
   if [ ! -x "$APPS/trac-venv/bin/tracd" ]; then
     echo "setup: installing Trac from PyPI into $APPS/trac-venv (conformance suite)"
@@ -104,9 +132,6 @@ conformance_apps() {
   # Two more for the conformance suite: TiddlyWiki from npm (a single-page application served by its own
   # Node server; node and npm from Debian) and Django from PyPI with the waitress WSGI server (the admin of
   # the small site in tests/conformance/django_site), each installed once into .cache/apps.
-  if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-    apt_install nodejs npm
-  fi
   if [ ! -f "$APPS/tiddlywiki/node_modules/tiddlywiki/tiddlywiki.js" ]; then
     echo "setup: installing TiddlyWiki from npm into $APPS/tiddlywiki (conformance suite)"
     npm install --prefix "$APPS/tiddlywiki" --no-audit --no-fund --loglevel=error "tiddlywiki@5.4.1" >/dev/null
@@ -121,10 +146,12 @@ conformance_apps() {
   scripts/setup_conformance_spa.sh
 }
 
+system_packages "$JOB"
+[ -z "$SYSTEM_ONLY" ] || exit 0
 case "$JOB" in
-  core) need_chromium; venv_core ;;
+  core) venv_core ;;
   docs) venv_docs ;;
-  conformance) need_chromium; venv_core; conformance_apps ;;
-  test|all) need_chromium; test_tools; conformance_apps ;;
+  conformance) venv_core; conformance_apps ;;
+  test|all) test_tools; conformance_apps ;;
 esac
 [ "$JOB" = docs ] || .venv/bin/python -m cdp_integration.environment

@@ -212,11 +212,26 @@ class CDPSessionLogger:
 
     # -- attaching ---------------------------------------------------------------------------
 
-    def attach_to_page(self, page: Any) -> None:
-        """Follow ``page``, every tab of its browser context, and tabs opened later."""
-        self._tracker.primary_page = page
-        self._tracker.attach_context(page.context)
-        self._tracker.attach(page)
+    def attach_to_page(self, page: Any, *, current_page: Callable[[], Any] | None = None) -> None:
+        """Follow ``page``, every tab of its browser context, and tabs opened later.
+
+        The current tab of each step (the one the end-of-episode evaluator asks, and the ``active`` one
+        offline) is ``current_page()`` when given (the agent's harness knows it: return its page, or None
+        when it cannot say); otherwise the tab the agent last opened, navigated or acted in, starting
+        with ``page``. ``mark_current_page`` says it explicitly.
+        """
+        tracker = self._tracker
+        tracker.primary_page = page
+        if current_page is not None:
+            tracker.active_page = current_page
+        if page not in tracker.activity:
+            tracker.note(page, "attached")
+        tracker.attach_context(page.context)
+        tracker.attach(page)
+
+    def mark_current_page(self, page: Any) -> None:
+        """From now on ``page`` is the agent's current tab, until it opens, navigates or acts in another."""
+        self._tracker.note(page, "explicit")
 
     def attach_to_cdp(
         self,
@@ -230,8 +245,9 @@ class CDPSessionLogger:
         ``endpoint``: ``http://host:port`` or a ``ws://`` DevTools URL (else ``CaptureError``). The
         connection lives in its own thread (``capture.cdp_attach``), so this logger may then be used
         from any thread or asyncio loop. ``active_target()``: the target id of the agent's current tab
-        (default: the newest tab). A failed connection is a fault of the next step; ``detach()``
-        leaves the browser running.
+        (its harness's focused tab; None when it cannot say); without it, the tab the agent last opened,
+        navigated or acted in. A failed connection is a fault of the next step; ``detach()`` leaves the
+        browser running.
         """
         from cdp_integration.capture.cdp_attach import BrowserThread, check_endpoint
 
@@ -250,11 +266,12 @@ class CDPSessionLogger:
         def active_page() -> Any:
             target = active_target() if active_target is not None else None
             live = [t for t in tracker.tabs.values() if t.traffic == "agent" and not t.page.is_closed()]
-            chosen = next((t for t in live if t.tab_id == target), live[-1] if live else None)
+            chosen = next((t for t in live if t.tab_id == target), None)
             return chosen.page if chosen is not None else None
 
         self._browser_thread = thread
-        tracker.active_page = active_page
+        if active_target is not None:
+            tracker.active_page = active_page
         thread.call(follow_contexts)
         thread.on_idle = follow_contexts
 
@@ -337,7 +354,7 @@ class CDPSessionLogger:
     ) -> Step:
         reader = self._reader
         tabs = self._tracker.prepare()
-        active = self._tracker.active(tabs)
+        active, current_tab_source = self._tracker.active(tabs)
         origins = {tab.tab_id: reader.origins(tab, faults) for tab in tabs}
         tab_states = [
             reader.tab(
@@ -368,6 +385,7 @@ class CDPSessionLogger:
             network=network,
             resources=resources,
             reward=reward,
+            current_tab_source=current_tab_source if active is not None else None,
             capture_ms=round((time.perf_counter() - started) * 1000, 3),
             faults=faults,
         )
@@ -482,7 +500,7 @@ class CDPSessionLogger:
         """
         config = config or self.task.get("config")
         tracker = self._tracker
-        page = tracker.active_page() if tracker.active_page else tracker.primary_page
+        page = tracker.current_page()
         if not config or page is None:
             return None
         self.task["config"] = config

@@ -391,10 +391,12 @@ SETTLING_WORLD_SCRIPT = """(() => {
   if (globalThis.__cdpSettling) return;
   const ignored = new Set(["bid", "browsergym_visibility_ratio", "browsergym_set_of_marks", "value", "checked",
                            "aria-roledescription", "aria-description"]);
-  const state = globalThis.__cdpSettling = {from: performance.now(), changes: [], full: null, input: -1e9};
+  const state = globalThis.__cdpSettling = {from: performance.now(), changes: [], full: null, input: -1e9,
+                                            acted: null};
   for (const type of ["pointerdown", "mousedown", "click", "keydown", "input", "change", "wheel", "touchstart"]) {
-    addEventListener(type, (e) => { if (e.isTrusted) state.input = performance.now(); }, true);
+    addEventListener(type, (e) => { if (e.isTrusted) state.acted = state.input = performance.now(); }, true);
   }
+  addEventListener("focus", (e) => { if (e.isTrusted && e.target === window) state.acted = performance.now(); }, true);
   const note = (records) => {
     if (!records.some((r) => r.type !== "attributes" || !ignored.has(r.attributeName))) return;
     const t = performance.now();
@@ -429,6 +431,21 @@ def watch_settling(cdp: Any) -> None:
         "Page.addScriptToEvaluateOnNewDocument",
         {"source": SETTLING_WORLD_SCRIPT, "worldName": "cdp-integration", "runImmediately": True},
     )
+
+
+_ACTED = """(() => {
+  const s = globalThis.__cdpSettling;
+  return s && s.acted !== null ? performance.timeOrigin + s.acted : null;
+})()"""
+
+
+def read_last_acted(
+    cdp: Any, tree: dict[str, Any] | None = None, worlds: dict[str, int] | None = None
+) -> float | None:
+    """When the agent last acted in the tab's document (a trusted input event, or the window got focus),
+    in wall-clock seconds; None: not since the document (or the watcher) started."""
+    value = _evaluate_isolated(cdp, _ACTED, "last input", tree, worlds)
+    return float(value) / 1000 if isinstance(value, int | float) else None
 
 
 def read_settling(

@@ -2,7 +2,8 @@
 
 ``TabTracker`` attaches to every tab of a context (and to tabs opened later), tags each tab with the
 traffic it carries (``agent``, or ``evaluator`` for tabs opened during an evaluation), remembers
-crashed renderers, and at each capture finds the live tabs and the agent's active one.
+crashed renderers, and at each capture finds the live tabs and the agent's current one: the one its
+harness names, else the one the agent last opened, navigated or acted in (``active``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from cdp_integration.capture.deadline import StallBudget, bounded
 from cdp_integration.capture.faults import as_fault
 from cdp_integration.capture.html import IncrementalHtml
 from cdp_integration.capture.network import NetworkRecorder
-from cdp_integration.session.models import CaptureFault, TrafficOrigin
+from cdp_integration.session.models import CaptureFault, CurrentTabSource, TrafficOrigin
 
 __all__ = ["Tab", "TabTracker", "TimedCDP"]
 
@@ -136,7 +137,11 @@ class TabTracker:
         """The traffic newly opened tabs carry (``evaluator`` during an evaluation)."""
         self.primary_page: Any = None
         self.active_page: Callable[[], Any] | None = None
-        """The agent's current page, when the caller knows it better than "the primary page"."""
+        """The agent's current page as its harness knows it (BrowserGym's active page, browser-use's
+        focused tab); None from it, or no harness: the browser's own signals decide (``active``)."""
+        self.activity: dict[Any, tuple[float, CurrentTabSource]] = {}
+        """Per page: when (wall-clock seconds) the agent last opened it, navigated it, or named it
+        current, and which of these it was. Trusted input is read from the page itself at capture."""
         self.browser_version: str | None = None
         self.user_agent: str | None = None
 
@@ -146,11 +151,21 @@ class TabTracker:
         if any(known is context for known in self.contexts):
             return
         self.contexts.append(context)
-        context.on("page", self.attach_safely)
+        context.on("page", self._opened)
         for event, handler in self.context_events.items():
             context.on(event, handler)
         for page in list(context.pages):
             self.attach_safely(page)
+
+    def _opened(self, page: Any) -> None:
+        """A tab opened in a followed context (by the agent, a link, a script, or an evaluator)."""
+        if self.traffic == "agent":
+            self.note(page, "opened")
+        self.attach_safely(page)
+
+    def note(self, page: Any, how: CurrentTabSource) -> None:
+        """``page`` is, from now, the tab the agent was last seen using (``how``: what it did there)."""
+        self.activity[page] = (time.time(), how)
 
     def attach_safely(self, page: Any) -> None:
         with as_fault(self.faults, "attach"):
@@ -188,6 +203,7 @@ class TabTracker:
         tab_id = state.read_target_info(cdp)["targetId"]
         tab = Tab(page=page, cdp=cdp, tab_id=tab_id, traffic=self.traffic)
         self.network.listen(cdp, tab_id, lambda: tab.traffic)
+        cdp.on("Page.frameNavigated", lambda event: self._navigated(tab, event))
         cdp.send("Network.enable", _NETWORK_BUFFERS)
         self.tabs[page] = tab
         with as_fault(self.faults, "settling", tab_id):
@@ -198,6 +214,13 @@ class TabTracker:
             version = cdp.send("Browser.getVersion")
             self.browser_version = version.get("product")
             self.user_agent = version.get("userAgent")
+
+    def _navigated(self, tab: Tab, event: Any) -> None:
+        """A new document in a tab's main frame. Same-document changes (``navigatedWithinDocument``) do
+        not count: a background tab's scripts rewrite its URL by themselves."""
+        frame = event.get("frame", {}) if isinstance(event, dict) else {}
+        if not frame.get("parentId") and tab.traffic == "agent" and self.tabs.get(tab.page) is tab:
+            self.note(tab.page, "navigated")
 
     def _on_crash(self, page: Any) -> None:
         self.crashed.add(page)
@@ -263,14 +286,50 @@ class TabTracker:
                 del self.tabs[page]
         return [tab for tab in self.tabs.values() if tab.traffic == "agent"]
 
-    def active(self, tabs: list[Tab]) -> Tab | None:
-        """The agent's current tab among ``tabs``: the one it reports, else the primary, else the newest."""
-        candidates = [self.active_page() if self.active_page else None, self.primary_page]
-        for page in candidates:
+    def active(self, tabs: list[Tab]) -> tuple[Tab | None, CurrentTabSource]:
+        """The agent's current tab among ``tabs``, and how that was decided (``CurrentTabSource``).
+
+        The harness's answer first; else the only agent tab; else the tab whose latest signal is the
+        newest: opened, navigated (a new main document), acted in (trusted input or window focus, read
+        from the page), named by ``note(page, "explicit")``, or the page given to ``attach_to_page``.
+        Several tabs and no signal: the newest tab, as ``unknown`` (scoring is then loud where it matters).
+        """
+        agent = [tab for tab in tabs if tab.traffic == "agent"]
+        if self.active_page is not None:
+            page = self.active_page()
             tab = self.tabs.get(page) if page is not None else None
-            if tab is not None and tab.traffic == "agent":
-                return tab
-        return tabs[-1] if tabs else None
+            if tab is not None and tab.traffic == "agent" and tab in agent:
+                return tab, "harness"
+        if not agent:
+            return None, "unknown"
+        if len(agent) == 1:
+            return agent[0], "only_tab"
+        chosen: Tab | None = None
+        chosen_key: tuple[float, int] | None = None
+        source: CurrentTabSource = "unknown"
+        for order, tab in enumerate(agent):
+            at, how = self.activity.get(tab.page, (None, "unknown"))
+            acted = self._last_acted(tab)
+            if acted is not None and (at is None or acted > at):
+                at, how = acted, "acted"
+            if at is not None and (chosen_key is None or (at, order) > chosen_key):
+                chosen, chosen_key, source = tab, (at, order), how
+        if chosen is None:
+            return agent[-1], "unknown"
+        return chosen, source
+
+    def current_page(self) -> Any:
+        """The page ``active`` picks among the live agent tabs now (for the end-of-episode probe)."""
+        tab, _ = self.active(self._live())
+        return tab.page if tab is not None else self.primary_page
+
+    def _last_acted(self, tab: Tab) -> float | None:
+        if tab.page in self.crashed:
+            return None
+        try:
+            return state.read_last_acted(tab.cdp, tab.frame_tree, tab.worlds)
+        except Exception:  # a tab that cannot say is judged by the other signals
+            return None
 
     def sessions(self) -> dict[str, TimedCDP]:
         """The CDP session per tab id of every followed tab that can still answer."""

@@ -63,6 +63,28 @@ so only a slow machine (a loaded CI host) ever waits."""
 EPISODE_ATTEMPTS = 3
 """How many times `run_episode` plays an episode whose action BrowserGym could not carry out."""
 
+ACTION_TIMEOUT_MS = 15_000
+"""How long one scripted action may wait for its element and for the navigation it starts to commit.
+BrowserGym's own actions allow 500 ms, which a loaded machine misses; the scripted agent is ours, so
+it runs BrowserGym's own action code with this timeout instead (``patient_action_mapping``)."""
+
+
+def patient_action_mapping(timeout_ms: int = ACTION_TIMEOUT_MS) -> Callable[[str], str]:
+    """BrowserGym's default high-level action set (the same code it runs), each element action given
+    ``timeout_ms`` instead of 500 ms: for ``gym.make(..., action_mapping=...)``."""
+    from browsergym.core.action.highlevel import HighLevelActionSet
+
+    actions = HighLevelActionSet()
+    if "timeout=500" not in actions.python_includes:
+        raise CaptureError(
+            "BrowserGym's action code no longer has its 500 ms element timeout: check the demo agent"
+        )
+
+    def to_python_code(action: str) -> str:
+        return str(actions.to_python_code(action)).replace("timeout=500", f"timeout={int(timeout_ms)}")
+
+    return to_python_code
+
 
 def _bid(page: Any, selector: str) -> str:
     # visible first: BrowserGym's 0.5 s action timeout then only covers the action itself
@@ -158,6 +180,7 @@ def _play(
         headless=headless,
         slow_mo=0,
         wait_for_user_message=False,
+        action_mapping=patient_action_mapping(),
     )
     logger = CDPSessionLogger(session_dir, instance_id=episode.id, **(logger_options or {}))
     logger.task["description"] = episode.description

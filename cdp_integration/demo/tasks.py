@@ -35,7 +35,7 @@ from browsergym.core.task import AbstractBrowserTask  # noqa: E402
 from browsergym.webarena.instance import WebArenaInstance  # noqa: E402
 from browsergym.webarena.task import GenericWebArenaTask  # noqa: E402
 
-from cdp_integration.demo.agent import VERBS, play_step  # noqa: E402
+from cdp_integration.demo.agent import VERBS, patient_action_mapping, play_step  # noqa: E402
 from cdp_integration.webarena import point_evaluator_globals, substitute_placeholders  # noqa: E402
 
 __all__ = [
@@ -362,7 +362,12 @@ def run_demo_task(
     configure_demo_environment(base)
     _register(task)
     # slow_mo is 0 already: the task sets it (passing it here only makes BrowserGym log an override)
-    env = gym.make(task.env_id, task_kwargs={"base_url": base}, headless=headless)
+    env = gym.make(
+        task.env_id,
+        task_kwargs={"base_url": base},
+        headless=headless,
+        action_mapping=patient_action_mapping(),
+    )
     try:
         if on_env is not None:
             on_env(env)

@@ -236,6 +236,37 @@ def _check_sites_are_the_episodes(
         )
 
 
+def current_tab_questions(config: Mapping[str, Any]) -> list[str]:
+    """What in ``config`` asks the agent's current tab: url_match, and program_html targets on the url
+    ``last`` or whose url or locator reads the page (``__last_url__``, ``__page__``)."""
+    evaluation = config.get("eval") or {}
+    asked = ["url_match"] if "url_match" in (evaluation.get("eval_types") or []) else []
+    for target in evaluation.get("program_html") or []:
+        if not isinstance(target, Mapping):
+            continue
+        url, locator = str(target.get("url") or ""), str(target.get("locator") or "")
+        if url == "last" or "__last_url__" in url or "__page__" in url or "__page__" in locator:
+            asked.append(f"program_html on {url!r}")
+    return asked
+
+
+def _check_current_tab_known(context: MockBrowserContext, config: Mapping[str, Any]) -> None:
+    """A step whose capture could not tell which of several tabs the agent was on cannot answer a
+    question about the current tab: loud, never the first tab's answer."""
+    step = context.step
+    agent_tabs = len(step.tabs)
+    if step.current_tab_source != "unknown" or agent_tabs < 2:
+        return
+    asked = current_tab_questions(config)
+    if asked:
+        raise ReplayMissError(
+            f"step {step.index}: {agent_tabs} tabs were open and the capture could not tell which one the agent "
+            f"was on (no harness said, and none was opened, navigated or acted in since the logger attached), "
+            f"so {', '.join(asked)} cannot be answered; capture with attach_to_page(..., current_page=...) or "
+            "mark_current_page()"
+        )
+
+
 def _page_urls(context: MockBrowserContext) -> list[str]:
     """Every URL the replayed page of ``context`` can report (``page.url``): tabs and recorded answers."""
     urls = [page.url for page in context.pages]
@@ -276,6 +307,7 @@ def evaluate_step(
             "without the task's config); recorded-only scoring refuses to reconstruct them"
         )
     page = context.active_page
+    _check_current_tab_known(context, config)
     gap = imported_gap(session.header.options, list(config["eval"].get("eval_types") or []))
     if gap and session._is_last(step):
         raise ReplayMissError(f"step {context.step.index}: {gap}")

@@ -18,6 +18,7 @@ __all__ = [
     "CSSOMStyle",
     "CaptureFault",
     "Cookie",
+    "CurrentTabSource",
     "Evaluation",
     "EvaluatorCall",
     "FormControlState",
@@ -39,11 +40,20 @@ __all__ = [
 FORMAT_VERSION = 3
 """Bumped on any change a reader of the previous version could misread. 2: chunked HTML and DOM
 snapshots (blob ``kind``), captured stylesheets (``Step.resources``). 3: form state
-(``TabState.form_state``); later, additively, ``TabState.marked_attributes`` and ``TabState.settling``
-(a file without them reads as before; a reader that predates it refuses the field, never misreads it). Formats 1 and 2 still read."""
+(``TabState.form_state``); later, additively, ``TabState.marked_attributes``, ``TabState.settling`` and
+``Step.current_tab_source`` (a file without them reads as before; a reader that predates it refuses the field, never misreads it). Formats 1 and 2 still read."""
 
 TrafficOrigin = Literal["agent", "evaluator"]
 """Who caused a request: the agent's episode, or the live evaluator's own tabs during ``validate()``."""
+
+CurrentTabSource = Literal[
+    "harness", "explicit", "only_tab", "opened", "navigated", "acted", "attached", "unknown"
+]
+"""How a step's current tab was decided: ``harness``, the agent's harness said (BrowserGym's active page,
+browser-use's focused tab, a ``current_page`` callable); ``explicit``, ``mark_current_page``; ``only_tab``;
+else the tab the agent last ``opened``, ``navigated`` or ``acted`` in (a trusted input event, or focus), or
+the page given to ``attach_to_page`` (``attached``) when nothing happened since; ``unknown``: several tabs and
+nothing to tell them apart, so an answer that depends on the current tab is a loud miss offline."""
 
 
 def _an_object(value: Any) -> Any:
@@ -373,6 +383,8 @@ class Step(_Record):
     """Subresources (stylesheets) first seen at this step; later steps reuse them (format 2)."""
     reward: float | None = None
     """The live per-step reward, when the capture ran inside an env that computed one."""
+    current_tab_source: CurrentTabSource | None = None
+    """How the current tab (the one marked ``active``) was decided; None in sessions of earlier versions."""
     capture_ms: float = 0.0
     faults: list[CaptureFault] = []
     evaluation: Evaluation | None = None

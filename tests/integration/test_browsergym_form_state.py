@@ -29,6 +29,7 @@ import pytest
 
 from cdp_integration.capture.logger import CDPSessionLogger
 from cdp_integration.capture.probes import build_trajectory
+from cdp_integration.demo.agent import patient_action_mapping
 from cdp_integration.evaluate.scoring import evaluate_session
 from cdp_integration.replay import replay_step
 from cdp_integration.session.models import MarkedAttributes
@@ -180,6 +181,7 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Captured]:
         task_kwargs={"start_url": base + "/form"},
         headless=True,
         slow_mo=0,
+        action_mapping=patient_action_mapping(),
         wait_for_user_message=False,
     )
     try:

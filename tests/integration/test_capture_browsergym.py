@@ -20,7 +20,14 @@ import pytest
 
 from cdp_integration import CDPSessionLogger, Session, load_session
 from cdp_integration.demo import DemoSite, agent
-from cdp_integration.demo.agent import EPISODE_ATTEMPTS, ActionFailed, Episode, load_episodes, run_episode
+from cdp_integration.demo.agent import (
+    EPISODE_ATTEMPTS,
+    ActionFailed,
+    Episode,
+    load_episodes,
+    patient_action_mapping,
+    run_episode,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -181,6 +188,7 @@ def _checkout_with_faults(demo_site: DemoSite, episode: Episode, out: Path) -> P
         task_kwargs={"start_url": demo_site.base_url + "/"},
         headless=True,
         slow_mo=0,
+        action_mapping=patient_action_mapping(),
         wait_for_user_message=False,
     )
     logger = CDPSessionLogger(out, max_html_bytes=2_000)
@@ -212,7 +220,7 @@ KILL_SCRIPT = textwrap.dedent("""
     base, out, kill_after = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
     episode = next(e for e in load_episodes() if e.id == "demo.search-and-review")
     env = gym.make("browsergym/openended", task_kwargs={"start_url": base + "/"}, headless=True, slow_mo=0,
-                   wait_for_user_message=False)
+                   wait_for_user_message=False, action_mapping=patient_action_mapping())
     logger = CDPSessionLogger(out, instance_id="killed")
     logger.attach_to_browsergym_env(env)
     env.reset()

@@ -120,12 +120,12 @@ def _play(task: CuratedTask, trajectory: str, urls: dict[str, str], sessions: Pa
     import gymnasium as gym
 
     from cdp_integration.capture.logger import CDPSessionLogger
-    from cdp_integration.demo.agent import play_step
+    from cdp_integration.demo.agent import patient_action_mapping, play_step
     from cdp_integration.webarena import skip_evaluator_sleep
 
     started = time.perf_counter()
     steps = task.success if trajectory == "success" else task.failure
-    env = gym.make(task.env_id, headless=True, slow_mo=0)
+    env = gym.make(task.env_id, headless=True, slow_mo=0, action_mapping=patient_action_mapping())
     logger = CDPSessionLogger(sessions, instance_id=f"{task.task_id}.{trajectory}")
     rewards: list[float] = []
     try:
