@@ -12,9 +12,12 @@ The convention (README.md and docs/**/*.md):
 - every command must exit 0 (for a pipeline, its last command, as in a shell), unless the fence line
   says ``console exit=N``: then every command of that block must exit N.
 
-The blocks of one page run in order, in one fresh scratch directory holding ``sessions/`` (copies of the
-golden demo sessions), with ``$REPO`` set to the repository root and the repository's ``.venv/bin`` first
-on ``PATH``. Run it by hand with ``python -m tests.doc_examples PAGE...``.
+The blocks of one page run in order, as a user runs them at the root of a clone after ``make demo`` with
+the environment activated: in one fresh scratch directory that mirrors the repository's root (links to
+its tracked top-level entries, ``.venv``, ``.venv-v1`` and ``.cache``), holding ``sessions/`` (copies of
+the golden demo sessions), with the repository's ``.venv/bin`` first on ``PATH`` (what
+``source .venv/bin/activate`` does). No other variable is set for them. Run it by hand with
+``python -m tests.doc_examples PAGE...``.
 """
 
 from __future__ import annotations
@@ -134,8 +137,19 @@ def parse_blocks(text: str) -> list[Block]:
     return blocks
 
 
+MIRRORED_SET_UP = (".venv", ".venv-v1", ".cache", ".tools")
+"""What ``make demo`` / ``make test`` leave at the root of a clone, beside the tracked files."""
+
+
 def prepare_scratch(directory: Path) -> None:
-    """What every page's examples start from: ``sessions/`` with copies of the golden demo sessions."""
+    """What every page's examples start from: the clone's root (links), ``sessions/`` with copies of the
+    golden demo sessions."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    top = {name.split("/", 1)[0] for name in listed.decode().split("\0") if name}
+    for name in sorted(top | set(MIRRORED_SET_UP)):
+        source, link = REPO / name, directory / name
+        if source.exists() and not link.exists() and name != "sessions":
+            link.symlink_to(source)
     sessions = directory / "sessions"
     sessions.mkdir(parents=True, exist_ok=True)
     for path in sorted(GOLDEN_SESSIONS.glob("*.session.jsonl.gz")):
@@ -144,7 +158,7 @@ def prepare_scratch(directory: Path) -> None:
 
 def environment(scratch: Path) -> dict[str, str]:
     env = dict(os.environ)
-    env["REPO"] = str(REPO)
+    env.pop("REPO", None)
     env["PATH"] = f"{REPO / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["HOME"] = str(scratch / ".home")
     env.pop("VIRTUAL_ENV", None)
