@@ -488,15 +488,13 @@ def find_canaries(root: Path, canaries: dict[str, str]) -> list[str]:
     """Each canary found in any file under ``root`` (or ``root`` itself): ``"canary (where planted)
     in file [how decoded]"``."""
     files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
-    found: list[str] = []
+    pattern = re.compile("|".join(re.escape(canary) for canary in sorted(canaries, key=len, reverse=True)))
+    found: dict[str, str] = {}
     for path in files:
         for name, data in _decoded_files(str(path), path.read_bytes()):
             text = data.decode("utf-8", "replace")
-            texts = [(view, decoded) for view, decoded in _views(text)]
-            texts += [("base64", decoded) for decoded in _base64_decoded(data)]
-            for canary, where in canaries.items():
-                for view, decoded in texts:
-                    if canary in decoded:
-                        found.append(f"{canary!r} ({where}) in {name} [{view}]")
-                        break
-    return found
+            texts = [*_views(text), *(("base64", decoded) for decoded in _base64_decoded(data))]
+            for view, decoded in texts:
+                for canary in pattern.findall(decoded):
+                    found.setdefault(canary, f"{canary!r} ({canaries[canary]}) in {name} [{view}]")
+    return sorted(found.values())

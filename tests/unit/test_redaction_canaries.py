@@ -77,9 +77,15 @@ def shared(planted: tuple[Path, Planter, set[str]]) -> dict[str, Path]:
     _run("export-dataset", str(run), "-o", str(root / "dataset-plain"), "--no-redact")
     _run("import", "dataset", str(root / "dataset-plain"), "-o", str(root / "taken"), "--redact")
     out["import dataset --redact"] = root / "taken"
+    out["export-dataset --no-redact"] = root / "dataset-plain"
+    _run("import", "dataset", str(root / "dataset-plain"), "-o", str(root / "taken-plain"), "--no-redact")
+    out["import dataset --no-redact"] = root / "taken-plain"
     _run("export-verified", str(original), "-o", str(root / "verified-plain"))
+    out["export-verified (no --redact)"] = root / "verified-plain"
     _run("import", "verified", str(root / "verified-plain"), "-o", str(root / "imported"), "--redact")
     out["import verified --redact"] = root / "imported"
+    _run("import", "verified", str(root / "verified-plain"), "-o", str(root / "imported-plain"), "--no-redact")
+    out["import verified --no-redact"] = root / "imported-plain"
     _run("har", str(redacted), "-o", str(root / "canary.har"), "--include-evaluator")
     out["har"] = root / "canary.har"
     _run("view", str(redacted), "-o", str(root / "canary.html"))
@@ -143,3 +149,36 @@ def test_the_redacted_copy_still_loads_with_every_step(
     original = load_session(root / "run" / "canary.session.jsonl.gz")
     redacted = load_session(shared["redact"])
     assert len(redacted.steps) == len(original.steps) and redacted.end is not None
+
+
+REDACT_FLAGS = {
+    "export-dataset": ("export-dataset", "export-dataset --no-redact"),
+    "export-verified": ("export-verified", "export-verified (no --redact)"),
+    "import": ("import dataset --redact", "import dataset --no-redact"),
+    "import verified": ("import verified --redact", "import verified --no-redact"),
+}
+"""Each command with a ``--redact`` flag: (its output with it, its output without)."""
+
+
+def test_every_command_with_a_redact_flag_is_tested() -> None:
+    context = click.Context(cli)
+    flagged = {
+        name
+        for name in cli.list_commands(context)
+        if any("--redact" in param.opts for param in cli.get_command(context, name).params)  # type: ignore[union-attr]
+    }
+    assert flagged == {name.split()[0] for name in REDACT_FLAGS}
+
+
+@pytest.mark.parametrize("command", sorted(REDACT_FLAGS))
+def test_every_redact_flag_is_honoured_both_ways(
+    command: str, planted: tuple[Path, Planter, set[str]], shared: dict[str, Path]
+) -> None:
+    """With the flag no declared secret is left; without it they are all there (the flag decides)."""
+    _root, plant, _fields = planted
+    declared = {c: w for c, w in plant.planted.items() if c in plant.declared}
+    if command == "import verified":  # a Verified run holds no form state
+        declared = {c: w for c, w in declared.items() if plant.declared[c] != "typed"}
+    with_flag, without = REDACT_FLAGS[command]
+    assert find_canaries(shared[with_flag], declared) == []
+    assert len(find_canaries(shared[without], declared)) == len(declared)
