@@ -65,7 +65,7 @@ class Planter:
     def secret(self, where: str, how: str, *, special: bool) -> str:
         """A secret the session declares; ``special``: spelled differently in each encoding."""
         self.counter += 1
-        value = f"Pw{self.counter:04d} </&\"+=%x9!" if special else f"Sk{self.counter:04d}-q8Zr3Wv6"
+        value = f'Pw{self.counter:04d} </&"+=%x9!' if special else f"Sk{self.counter:04d}-q8Zr3Wv6"
         self.planted[value] = where
         self.declared[value] = how
         return value
@@ -352,7 +352,9 @@ def canary_session() -> tuple[Session, Planter, set[str]]:
     def evaluation(where: str) -> dict[str, Any]:
         record = walk.record(models.Evaluation, where, http=http_calls(where + ".http"))
         record["calls"] += [
-            walk.record(models.EvaluatorCall, f"{where}.calls[goto]", op="goto", arg=carriers.url(where + " goto")),
+            walk.record(
+                models.EvaluatorCall, f"{where}.calls[goto]", op="goto", arg=carriers.url(where + " goto")
+            ),
             walk.record(models.EvaluatorCall, f"{where}.calls[content]", op="content")
             | {"result": carriers.html(where + " content result")},
         ]
@@ -399,7 +401,9 @@ def canary_session() -> tuple[Session, Planter, set[str]]:
     )
     dumped = orjson.dumps([header, step, end]).decode()
     plant.planted = {  # the walk's values that the records above replaced were never written
-        canary: where for canary, where in plant.planted.items() if canary in plant.declared or canary in dumped
+        canary: where
+        for canary, where in plant.planted.items()
+        if canary in plant.declared or canary in dumped
     }
     return session, plant, walk.fields_seen
 

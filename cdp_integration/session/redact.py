@@ -1,15 +1,18 @@
 """Secret redaction: a session file that can be shared, and still loads, replays and scores.
 
-Secrets (``RedactionPolicy``): cookie values; ``Authorization`` / ``Proxy-Authorization`` credentials,
-``Cookie`` / ``Set-Cookie`` values and other secret headers (``X-*-Token``); values of password inputs
-(and inputs named like secrets) in captured HTML, DOM snapshots, form state and the attributes
-BrowserGym's marking wrote (``marked_attributes``); values under password-like keys in
-post data, JSON bodies and web storage, and under the name of any ``type=password`` input seen in the
-session's pages (post data only); token-like query parameters and URL passwords in any string;
-and a token an HTTP call received in exchange for credentials (an evaluator's REST login).
+Secrets are found by structure (``RedactionPolicy``): header values, unless the header is on the
+safe list (``DEFAULT_SAFE_HEADERS``), ``Cookie``/``Set-Cookie`` values and ``Authorization``
+credentials (names and schemes kept); URLs wherever they occur (fields, ``Location``/``Referer``, HTML
+attributes, CSS ``url()``): user info, query and fragment parameters named like secrets or whose
+values look like tokens, token-like path segments; bodies parsed by type (form, JSON also inside
+JSON strings, GraphQL variables and inline arguments, multipart) and web storage values at any depth,
+under keys named like secrets; values of password inputs (and inputs named like secrets) in captured
+HTML, DOM snapshots, form state and ``marked_attributes``; and a token an HTTP call received in
+exchange for credentials (an evaluator's REST login). Token-like words of the task's own config are
+the task's, not secrets: the evaluator asks for them.
 
 Two passes, so that nothing survives: the first replaces each secret where it was found and remembers
-it; the second replaces every remembered secret, and its URL-, HTML- and JSON-escaped forms, in every
+it; the second replaces every remembered secret, and its URL-, HTML-, JSON-escaped and base64 forms, in every
 string of the session (page text, bodies, URLs, storage, evaluator answers, action strings, the task).
 Placeholders are ``REDACTED-<kind>-<8 hex>``, a keyed hash of the secret: one secret gets one
 placeholder throughout a file. The key is random per ``Redactor`` unless the policy fixes one, so a
@@ -30,6 +33,7 @@ import dataclasses
 import functools
 import hashlib
 import html
+import itertools
 import json
 import os
 import re
@@ -256,7 +260,7 @@ def looks_like_token(value: str) -> bool:
     runs = len(_DIGIT_RUN.findall(value))
     if runs >= 3:
         return True
-    switches = sum(1 for a, b in zip(value, value[1:], strict=False) if a.islower() and b.isupper())
+    switches = sum(1 for a, b in itertools.pairwise(value) if a.islower() and b.isupper())
     return runs >= 1 and switches >= 3 and len(value) >= 20
 
 
@@ -664,9 +668,7 @@ class Redactor:
                 return match["head"] + self._structured(value, 1, found)
 
             return _MULTIPART_FIELD.sub(field, text), bool(found)
-        if "graphql" in content_type and not stripped.startswith(("{", "[")) or (
-            _GRAPHQL.match(stripped) and not stripped.startswith(("{", "["))
-        ):
+        if not stripped.startswith(("{", "[")) and ("graphql" in content_type or _GRAPHQL.match(stripped)):
             return self._graphql(text, found), bool(found)
         if "json" in content_type or stripped[:1] in ("{", "[", '"'):
             redacted = self._structured(text, 0, found)
@@ -846,9 +848,7 @@ class Redactor:
         if "=" in text and "<" in text:
             text = _URL_ATTRIBUTE.sub(self._url_attribute, text)
         if "url(" in text.lower():
-            text = _CSS_URL.sub(
-                lambda m: f"url({m['quote']}{self._url(m['value'])}{m['quote']})", text
-            )
+            text = _CSS_URL.sub(lambda m: f"url({m['quote']}{self._url(m['value'])}{m['quote']})", text)
         if "=" in text:
 
             def param(match: re.Match[str]) -> str:
@@ -1003,7 +1003,9 @@ class Redactor:
             elif not (looks_like_token(value) and value not in self._public):
                 return match[0]
             placeholder = self._secret(value, self._field_kind(match["name"]))
-            return f"{match['name']}{match['colon']}" + (f'"{placeholder}"' if raw.startswith('"') else placeholder)
+            return f"{match['name']}{match['colon']}" + (
+                f'"{placeholder}"' if raw.startswith('"') else placeholder
+            )
 
         try:
             return _GRAPHQL_ARGUMENT.sub(argument, text)

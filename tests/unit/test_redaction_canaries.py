@@ -84,7 +84,9 @@ def shared(planted: tuple[Path, Planter, set[str]]) -> dict[str, Path]:
     out["export-verified (no --redact)"] = root / "verified-plain"
     _run("import", "verified", str(root / "verified-plain"), "-o", str(root / "imported"), "--redact")
     out["import verified --redact"] = root / "imported"
-    _run("import", "verified", str(root / "verified-plain"), "-o", str(root / "imported-plain"), "--no-redact")
+    _run(
+        "import", "verified", str(root / "verified-plain"), "-o", str(root / "imported-plain"), "--no-redact"
+    )
     out["import verified --no-redact"] = root / "imported-plain"
     _run("har", str(redacted), "-o", str(root / "canary.har"), "--include-evaluator")
     out["har"] = root / "canary.har"
@@ -125,8 +127,15 @@ def test_the_canaries_are_in_the_original(planted: tuple[Path, Planter, set[str]
     assert len(found) == len(plant.planted)
 
 
-@pytest.mark.parametrize("exporter", sorted(SHARED_BY) + ["export-verified --submission", "import dataset --redact",
-                                                         "import verified --redact"])  # fmt: skip
+SHARES = [
+    *sorted(SHARED_BY),
+    "export-verified --submission",
+    "import dataset --redact",
+    "import verified --redact",
+]
+
+
+@pytest.mark.parametrize("exporter", SHARES)
 def test_no_canary_in_what_is_shared(
     exporter: str, planted: tuple[Path, Planter, set[str]], shared: dict[str, Path]
 ) -> None:
