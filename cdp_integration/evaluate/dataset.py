@@ -148,9 +148,17 @@ def export_dataset(
     )
 
 
-def import_dataset(source: str | os.PathLike[str], dest: str | os.PathLike[str]) -> list[Path]:
+def import_dataset(
+    source: str | os.PathLike[str],
+    dest: str | os.PathLike[str],
+    *,
+    redact: bool = False,
+    keep_screenshots: bool = False,
+) -> list[Path]:
     """Copy the session files of the dataset folder ``source`` into ``dest`` (kept at their relative
     paths); each is loaded with the session limits and written again, so only a valid session lands.
+    ``redact``: each is redacted as it is written (a folder exported with ``--no-redact`` holds
+    secrets); screenshots are then dropped unless ``keep_screenshots``.
 
     Symbolic links anywhere under ``source/sessions`` are refused, like any path leaving the folder."""
     from cdp_integration.session.store import load_session
@@ -172,6 +180,10 @@ def import_dataset(source: str | os.PathLike[str], dest: str | os.PathLike[str])
     written: list[Path] = []
     for rel in found:
         session = load_session(sessions_root / rel)
+        if redact:
+            from cdp_integration.session.redact import RedactionPolicy, redact_session
+
+            session = redact_session(session, RedactionPolicy(keep_screenshots=keep_screenshots))
         target = dest_root / rel
         if any(part.is_symlink() for part in [target, *target.parents] if part != part.parent):
             raise SessionFormatError(f"{target}: a symbolic link on the way; refused")

@@ -59,13 +59,13 @@ def import_command(
     FORMAT: playwright-trace (a trace.zip, or a directory of <task_id>.zip), verified (a
     WebArena-Verified run folder), browser-use (an AgentHistoryList JSON, a HAR beside it), agentlab
     (an experiment folder), dataset (a folder written by `cdp-session export-dataset`: its sessions
-    are taken back as they are). Each session's header says imported:FORMAT (so do its scores) and
+    are taken back, redacted again unless --no-redact). Each session's header says imported:FORMAT (so do its scores) and
     records the sites' URLs (--site-url, WA_<SITE>, WEBARENA_BASE_URL) where the recording has none.
     """
     if fmt == "dataset":
         from cdp_integration.evaluate.dataset import import_dataset
 
-        taken = import_dataset(path, output_dir)
+        taken = import_dataset(path, output_dir, redact=redact, keep_screenshots=keep_screenshots)
         for session in taken:
             click.echo(str(session))
         click.echo(f"took {len(taken)} session(s) from the dataset {path}", err=True)

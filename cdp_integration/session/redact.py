@@ -1,15 +1,18 @@
 """Secret redaction: a session file that can be shared, and still loads, replays and scores.
 
-Secrets (``RedactionPolicy``): cookie values; ``Authorization`` / ``Proxy-Authorization`` credentials,
-``Cookie`` / ``Set-Cookie`` values and other secret headers (``X-*-Token``); values of password inputs
-(and inputs named like secrets) in captured HTML, DOM snapshots, form state and the attributes
-BrowserGym's marking wrote (``marked_attributes``); values under password-like keys in
-post data, JSON bodies and web storage, and under the name of any ``type=password`` input seen in the
-session's pages (post data only); token-like query parameters and URL passwords in any string;
-and a token an HTTP call received in exchange for credentials (an evaluator's REST login).
+Secrets are found by structure (``RedactionPolicy``): header values, unless the header is on the
+safe list (``DEFAULT_SAFE_HEADERS``), ``Cookie``/``Set-Cookie`` values and ``Authorization``
+credentials (names and schemes kept); URLs wherever they occur (fields, ``Location``/``Referer``, HTML
+attributes, CSS ``url()``): user info, query and fragment parameters named like secrets or whose
+values look like tokens, token-like path segments; bodies parsed by type (form, JSON also inside
+JSON strings, GraphQL variables and inline arguments, multipart) and web storage values at any depth,
+under keys named like secrets; values of password inputs (and inputs named like secrets) in captured
+HTML, DOM snapshots, form state and ``marked_attributes``; and a token an HTTP call received in
+exchange for credentials (an evaluator's REST login). Token-like words of the task's own config are
+the task's, not secrets: the evaluator asks for them.
 
 Two passes, so that nothing survives: the first replaces each secret where it was found and remembers
-it; the second replaces every remembered secret, and its URL-, HTML- and JSON-escaped forms, in every
+it; the second replaces every remembered secret, and its URL-, HTML-, JSON-escaped and base64 forms, in every
 string of the session (page text, bodies, URLs, storage, evaluator answers, action strings, the task).
 Placeholders are ``REDACTED-<kind>-<8 hex>``, a keyed hash of the secret: one secret gets one
 placeholder throughout a file. The key is random per ``Redactor`` unless the policy fixes one, so a
@@ -30,6 +33,7 @@ import dataclasses
 import functools
 import hashlib
 import html
+import itertools
 import json
 import os
 import re
@@ -125,7 +129,75 @@ DEFAULT_SECRET_HEADERS = (
     "set-cookie",
     r"x-(?:[a-z0-9]+-)*(?:token|key|secret|signature|session)",
 )
-"""Header names (regular expressions, matched in full against the lower-cased name)."""
+"""Header names (regular expressions, matched in full against the lower-cased name) whose values are
+secrets searched for everywhere else too. Any header outside ``DEFAULT_SAFE_HEADERS`` is replaced."""
+
+DEFAULT_SAFE_HEADERS = (
+    "accept",
+    "accept-encoding",
+    "accept-language",
+    "accept-ranges",
+    "access-control-allow-credentials",
+    "access-control-allow-headers",
+    "access-control-allow-methods",
+    "access-control-allow-origin",
+    "access-control-expose-headers",
+    "access-control-max-age",
+    "access-control-request-headers",
+    "access-control-request-method",
+    "age",
+    "cache-control",
+    "connection",
+    "content-encoding",
+    "content-language",
+    "content-length",
+    "content-range",
+    "content-type",
+    "cross-origin-embedder-policy",
+    "cross-origin-opener-policy",
+    "cross-origin-resource-policy",
+    "date",
+    "dnt",
+    "etag",
+    "expires",
+    "host",
+    "if-modified-since",
+    "if-none-match",
+    "keep-alive",
+    "last-modified",
+    "pragma",
+    "priority",
+    "purpose",
+    "range",
+    "referrer-policy",
+    r"sec-ch-[a-z0-9-]+",
+    r"sec-fetch-[a-z]+",
+    "server",
+    "status",
+    "strict-transport-security",
+    "te",
+    "timing-allow-origin",
+    "transfer-encoding",
+    "upgrade",
+    "upgrade-insecure-requests",
+    "user-agent",
+    "vary",
+    "via",
+    "x-content-type-options",
+    "x-frame-options",
+    "x-requested-with",
+    "x-xss-protection",
+    ":authority",
+    ":method",
+    ":scheme",
+    ":status",
+)
+"""Header names (regular expressions, matched in full against the lower-cased name) whose values are
+kept: they describe the exchange (types, sizes, caching, the browser) and hold no credential. Every
+other header's value is replaced, whatever its name (``PRIVATE-TOKEN``, ``apikey``, ``X-Api-Key``);
+``Location``, ``Referer``, ``Origin``, ``Link``, ``Refresh`` and ``:path`` are redacted as URLs."""
+
+_URL_HEADERS = frozenset({"location", "referer", "origin", "content-location", "link", "refresh", ":path"})
 
 _DESCRIPTIVE_LAST_WORDS = frozenset(
     {"type", "name", "length", "count", "expires", "expiry", "url", "uri", "endpoint", "label", "header"}
@@ -133,7 +205,6 @@ _DESCRIPTIVE_LAST_WORDS = frozenset(
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _WORD_SPLIT = re.compile(r"[^a-z0-9]+")
 _TAG_ATTR = re.compile(r"""([^\s"'<>/=]+)(?:\s*=\s*("[^"]*"|'[^']*'|[^\s"'<>`]+))?""")
-_QUERY_PARAM = re.compile(r"(?P<lead>[?&;])(?P<name>[^=&#\s\"'<>?;]+)=(?P<value>[^&#\s\"'<>;]*)")
 _USERINFO = re.compile(r"(?P<lead>[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@\"'<>]*:)(?P<value>[^\s/@\"'<>]+)(?=@)")
 _FORM_BODY = re.compile(r"[^=&\s]+=[^&\s]*(?:&[^=&\s]+=[^&\s]*)*")
 _MULTIPART_FIELD = re.compile(
@@ -145,6 +216,52 @@ _TOKEN_ENDPOINT = re.compile(r"(?i)(?<![a-z])(?:token|oauth2?|login|signin|sessi
 _PASSWORD_WORDS = frozenset({"password", "passwd", "pwd", "pass", "pw", "passphrase", "pin"})
 _SECRET_AUTOCOMPLETE = ("password", "one-time-code")
 _NON_TEXT_INPUTS = frozenset({"checkbox", "radio", "submit", "button", "image", "reset", "file"})
+_QUERY_PARAM = re.compile(r"(?P<lead>[?&;#])(?P<name>[^=&#\s\"'<>?;]+)=(?P<value>[^&#\s\"'<>;]*)")
+_URL_PARTS = re.compile(
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*:)?(?://(?P<authority>[^/?#]*))?(?P<path>[^?#]*)"
+    r"(?:\?(?P<query>[^#]*))?(?:#(?P<fragment>.*))?",
+    re.DOTALL,
+)
+_WHOLE_URL = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]{0,30}://|/|\?|#)[^\s<>\"']*")
+"""A string that is a URL as a whole: absolute, or relative from the root, a query or a fragment."""
+_EMBEDDED_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,30}://[^\s\"'<>()\\`]{1,8192}")
+_URL_ATTRIBUTE = re.compile(
+    r"(?i)(?<![\w-])(?P<name>href|src|action|formaction|poster|cite|background|ping|srcset|content|data"
+    r"|xlink:href|data-[\w.:-]{1,64})(?P<eq>\s*=\s*)"
+    r"(?P<value>\"[^\"]{0,8192}\"|'[^']{0,8192}'|[^\s\"'<>`]{1,8192})"
+)
+_CSS_URL = re.compile(r"(?i)url\(\s*(?P<quote>[\"']?)(?P<value>[^\"')\s]{1,8192})(?P=quote)\s*\)")
+_NOT_URLS = ("data:", "javascript:", "mailto:", "tel:", "blob:", "about:")
+_GRAPHQL = re.compile(r"\s*(?:(?:query|mutation|subscription|fragment)\b|\{)")
+_GRAPHQL_ARGUMENT = re.compile(
+    r"(?P<name>[_A-Za-z][_0-9A-Za-z]*)(?P<colon>\s*:\s*)"
+    r"(?P<value>\"(?:[^\"\\\n]|\\.){0,8192}\"|-?[0-9][0-9.eE+-]{0,64})"
+)
+_TOKEN_TEXT = re.compile(r"[A-Za-z0-9_\-.~+/=]{16,}")
+_DIGIT_RUN = re.compile(r"[0-9]+")
+_WORD_PIECE = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{3,}(?![A-Za-z0-9])")
+_STRUCTURE_DEPTH = 8
+"""How deep values inside values (JSON in a string in a form field in a URL...) are opened."""
+
+
+def looks_like_token(value: str) -> bool:
+    """Whether ``value`` (a URL path segment, a parameter value) looks like a credential rather than a
+    name: 16+ characters of a token's alphabet, with digits scattered among letters (several runs),
+    or a JWT, and not mostly words (``iphone-14-pro-max-256gb`` is a product, not a token)."""
+    if len(value) < 16 or not _TOKEN_TEXT.fullmatch(value) or PLACEHOLDER_PATTERN.search(value):
+        return False
+    if value.startswith("eyJ"):
+        return True
+    if not any(char.isalpha() for char in value):
+        return False
+    words = sum(len(word) for word in _WORD_PIECE.findall(value))
+    if words * 2 >= len(value):
+        return False
+    runs = len(_DIGIT_RUN.findall(value))
+    if runs >= 3:
+        return True
+    switches = sum(1 for a, b in itertools.pairwise(value) if a.islower() and b.isupper())
+    return runs >= 1 and switches >= 3 and len(value) >= 20
 
 
 def _key_words(key: str) -> list[str]:
@@ -163,6 +280,7 @@ class RedactionPolicy:
     secret_keys: tuple[str, ...] = DEFAULT_SECRET_KEYS
     token_params: tuple[str, ...] = DEFAULT_TOKEN_PARAMS
     secret_headers: tuple[str, ...] = DEFAULT_SECRET_HEADERS
+    safe_headers: tuple[str, ...] = DEFAULT_SAFE_HEADERS
     min_secret_length: int = 6
     """Secrets shorter than this are replaced where they were found but not searched for elsewhere:
     a one-character cookie value occurs everywhere, and replacing it everywhere would wreck the pages."""
@@ -203,8 +321,17 @@ class RedactionPolicy:
             return True
         return in_url_field and self.is_secret_key(unquote_plus(name))
 
+    @functools.cached_property
+    def _safe_header_pattern(self) -> re.Pattern[str]:
+        return re.compile("|".join(f"(?:{pattern})" for pattern in self.safe_headers) or "(?!)")
+
     def is_secret_header(self, name: str) -> bool:
         return self._secret_header_pattern.fullmatch(name.strip().lower()) is not None
+
+    def is_safe_header(self, name: str) -> bool:
+        """Whether a header's value is kept (it is on ``safe_headers`` and not a secret header)."""
+        lowered = name.strip().lower()
+        return self._safe_header_pattern.fullmatch(lowered) is not None and not self.is_secret_header(lowered)
 
 
 Json = Any
@@ -235,6 +362,11 @@ class Redactor:
         form, keyed by the value's id (or, for a long string, the string) and the pass; the value is
         kept so the id stays its own. Shared blobs stay shared: one redacted copy, not one per step."""
         self._shared_ids: set[int] = set()
+        self._learned: set[str] = set()
+        """The secrets searched for everywhere (their escaped forms are in ``_forms``)."""
+        self._public: set[str] = set()
+        """Token-like words of the task (its config, its start URL): the evaluator asks for them, so
+        they are the task's, not secrets (a commit hash a reference URL names)."""
 
     @property
     def secret_count(self) -> int:
@@ -254,8 +386,14 @@ class Redactor:
     def _session(self, session: Session) -> Session:
         header = session.header.model_dump(mode="json")
         header["options"] = {**header.get("options", {}), "redacted": True}
+        for task in (session.header.task, session.end.task if session.end else {}):
+            self._public.update(_TOKEN_TEXT.findall(orjson.dumps(task, default=str).decode()))
         steps = [_dump_sharing(step) for step in session.steps]
         end = session.end.model_dump(mode="json", by_alias=True) if session.end else None
+        for record in (header, end):
+            for name in ("task", "options"):
+                if record is not None and isinstance(record.get(name), dict):
+                    record[name] = self._json(record[name], [])
         header = self._scan_all(header)
         for record in [*steps, *([end] if end is not None else [])]:
             self._learn_password_fields(record)
@@ -385,7 +523,12 @@ class Redactor:
             tab["dom_snapshot"] = self._once(tab["dom_snapshot"], "snapshot", self._redacted_snapshot)
             self._shared_ids.add(id(tab["dom_snapshot"]))
         if isinstance(tab.get("ax_tree"), dict):
+            tab["ax_tree"] = self._once(tab["ax_tree"], "json", lambda tree: self._json(tree, []))
             self._shared_ids.add(id(tab["ax_tree"]))
+        for frame in tab.get("frames") or ():
+            frame["url"] = self._scan_url(frame["url"])
+            if frame.get("html"):
+                frame["html"] = self._once(frame["html"], "inputs", self._html_inputs)
         self._form_state(tab.get("form_state"))
         self._marked_attributes(tab.get("marked_attributes"))
         self._storage(tab.get("session_storage"))
@@ -415,11 +558,8 @@ class Redactor:
         if body is None or response.get("body_base64"):
             return
         mime = response.get("mime_type") or _header(response["headers"], "content-type")
-        if "html" in mime:
-            response["body"] = self._html_inputs(body)
-        else:
-            response["body"] = self._token_answer(body, sent_credentials or _is_token_url(request["url"]))
-            response["body"], _ = self._body(response["body"], mime)
+        response["body"] = self._token_answer(body, sent_credentials or _is_token_url(request["url"]))
+        response["body"], _ = self._body(response["body"], mime)
 
     def _evaluation(self, evaluation: dict[str, Json]) -> None:
         for page in evaluation.get("pages") or ():
@@ -430,6 +570,8 @@ class Redactor:
                 call["arg"] = self._scan_url(call["arg"])
             if call.get("op") == "content" and isinstance(call.get("result"), str):
                 call["result"] = self._html_inputs(call["result"])
+            elif isinstance(call.get("result"), dict | list):
+                call["result"] = self._json(call["result"], [])
         for call in evaluation.get("http") or ():
             call["url"] = self._scan_url(call["url"])
             sent_credentials = False
@@ -457,14 +599,16 @@ class Redactor:
                 if self.policy.is_secret_key(key):
                     items[key] = self._secret(value, _key_kind(key))
                 else:
-                    items[key], _ = self._body(value, "")
+                    items[key] = self._structured(value, 0)
 
     def _headers(self, headers: dict[str, str]) -> dict[str, str]:
         out = {}
         for name, value in headers.items():
-            lowered = name.lower()
-            if not value or not self.policy.is_secret_header(lowered):
-                out[name] = self._scan_url(value) if lowered in ("location", "referer", "origin") else value
+            lowered = name.strip().lower()
+            if not value or PLACEHOLDER_PATTERN.fullmatch(value):
+                out[name] = value
+            elif lowered in _URL_HEADERS:
+                out[name] = self._scan_url(value)
             elif lowered == "cookie":
                 out[name] = re.sub(
                     r"(?P<lead>(?:^|;)\s*[^=;\s]+=)(?P<value>[^;]*)",
@@ -484,8 +628,13 @@ class Redactor:
                 )
             elif lowered in ("authorization", "proxy-authorization"):
                 out[name] = self._credentials(value)
-            else:
-                out[name] = self._secret(value, "header")
+            elif self.policy.is_safe_header(lowered):
+                out[name] = value
+            else:  # any other header may carry a credential, whatever it is called
+                learn = self.policy.is_secret_header(lowered) or any(
+                    looks_like_token(word) for word in _TOKEN_TEXT.findall(value)
+                )
+                out[name] = self._secret(value, "header", learn=learn)
         return out
 
     def _credentials(self, value: str) -> str:
@@ -501,43 +650,37 @@ class Redactor:
         return f"{scheme} {self._secret(credentials.strip(), 'auth')}"
 
     def _body(self, text: str, content_type: str) -> tuple[str, bool]:
-        """Secret fields of a JSON, form-urlencoded or multipart body; also says whether any were there."""
+        """A body parsed by its type: JSON (recursively, JSON inside strings too), GraphQL, a form,
+        multipart; also says whether it held fields named like secrets (credentials were sent)."""
         stripped = text.strip()
-        if "json" in content_type or stripped[:1] in ("{", "["):
-            try:
-                value = orjson.loads(stripped)
-            except orjson.JSONDecodeError:
-                value = None
-            if isinstance(value, dict | list):
-                found: list[bool] = []
-                redacted = self._json(value, found)
-                if not found:
-                    return text, False
-                separators = (", ", ": ") if '": ' in text or ", " in text else (",", ":")
-                return _dump_json(redacted, separators), True
+        found: list[bool] = []
+        if "html" in content_type or stripped.startswith("<"):
+            return self._html_inputs(text), False
         if "multipart/form-data" in content_type:
-            found = []
 
             def field(match: re.Match[str]) -> str:
-                if not self._is_secret_field(match["name"]) or not match["value"]:
+                value = match["value"]
+                if not value:
                     return match[0]
-                found.append(True)
-                return match["head"] + self._secret(match["value"], self._field_kind(match["name"]))
+                if self._is_secret_field(match["name"]):
+                    found.append(True)
+                    return match["head"] + self._secret(value, self._field_kind(match["name"]))
+                return match["head"] + self._structured(value, 1, found)
 
             return _MULTIPART_FIELD.sub(field, text), bool(found)
+        if not stripped.startswith(("{", "[")) and ("graphql" in content_type or _GRAPHQL.match(stripped)):
+            return self._graphql(text, found), bool(found)
+        if "json" in content_type or stripped[:1] in ("{", "[", '"'):
+            redacted = self._structured(text, 0, found)
+            if redacted != text or stripped[:1] in ("{", "["):
+                return redacted, bool(found)
         if "x-www-form-urlencoded" in content_type or _FORM_BODY.fullmatch(stripped):
-            found = []
-            pairs = []
-            for pair in text.split("&"):
-                name, equals, raw = pair.partition("=")
-                if equals and raw and self._is_secret_field(unquote_plus(name)):
-                    found.append(True)
-                    pair = f"{name}={self._secret(unquote_plus(raw), self._field_kind(unquote_plus(name)))}"
-                pairs.append(pair)
-            return "&".join(pairs), bool(found)
+            return self._form(text, found), bool(found)
+        if "://" in text or "=" in text:
+            return self._scan_text(text), False
         return text, False
 
-    def _json(self, value: Json, found: list[bool]) -> Json:
+    def _json(self, value: Json, found: list[bool], depth: int = 0) -> Json:
         if isinstance(value, dict):
             out = {}
             for key, item in value.items():
@@ -545,10 +688,14 @@ class Redactor:
                     found.append(True)
                     out[key] = self._json_leaves(item, self._field_kind(key))
                 else:
-                    out[key] = self._json(item, found)
+                    out[key] = self._json(item, found, depth)
             return out
         if isinstance(value, list):
-            return [self._json(item, found) for item in value]
+            if all(not isinstance(item, str | list | dict) for item in value):
+                return value
+            return [self._json(item, found, depth) for item in value]
+        if isinstance(value, str):
+            return self._structured(value, depth + 1, found)
         return value
 
     def _json_leaves(self, value: Json, kind: str) -> Json:
@@ -633,7 +780,7 @@ class Redactor:
         """A redacted copy of ``snapshot`` (a shared snapshot is never changed in place)."""
         copied = copy.deepcopy(snapshot) if self._shared is not None else snapshot
         self._dom_snapshot(copied)  # type: ignore[arg-type]
-        return copied
+        return self._json(copied, [])
 
     def _dom_snapshot(self, snapshot: dict[str, Json]) -> None:
         """``DOMSnapshot.captureSnapshot``: secret inputs' ``value`` attributes and ``inputValue``.
@@ -685,11 +832,23 @@ class Redactor:
                         values[position] = redacted(values[position])
 
     def _scan_url(self, url: str) -> str:
-        """A URL field: token-like parameters (by name, or named like a secret) and the URL's password."""
-        return self._scan_text(url, in_url_field=True)
+        """A URL field (see ``_url``); a field that holds no URL gets ``_scan_text``."""
+        return self._url(url) if _WHOLE_URL.fullmatch(url) else self._scan_text(url)
 
-    def _scan_text(self, text: str, *, in_url_field: bool = False) -> str:
-        """Any string: ``?token=...``-style parameters and ``scheme://user:password@`` passwords."""
+    def _scan_text(self, text: str, *, in_url_field: bool = True) -> str:
+        """Any string: a URL as a whole (``_url``); otherwise ``?token=...``/``#token=...``-style
+        parameters, ``scheme://user:password@`` passwords, the URLs in it (absolute ones, HTML's
+        ``href``/``src``/``action``/``data-*``/... attributes, CSS ``url()``)."""
+        if not text:
+            return text
+        if _WHOLE_URL.fullmatch(text) and len(text) <= 65536:
+            return self._url(text)
+        if "://" in text:
+            text = _EMBEDDED_URL.sub(lambda m: self._url(m[0]), text)
+        if "=" in text and "<" in text:
+            text = _URL_ATTRIBUTE.sub(self._url_attribute, text)
+        if "url(" in text.lower():
+            text = _CSS_URL.sub(lambda m: f"url({m['quote']}{self._url(m['value'])}{m['quote']})", text)
         if "=" in text:
 
             def param(match: re.Match[str]) -> str:
@@ -717,19 +876,174 @@ class Redactor:
             )
         return text
 
+    def _url(self, url: str, depth: int = 0) -> str:
+        """A URL by its structure: the user info's credentials, query and fragment parameters named
+        like secrets or whose values look like tokens (values holding a URL, JSON or a form are
+        opened), path segments that look like tokens. Other parts stay as they were."""
+        if url.lower().startswith(_NOT_URLS) or PLACEHOLDER_PATTERN.fullmatch(url):
+            return url
+        parts = _URL_PARTS.fullmatch(url)
+        if parts is None:  # pragma: no cover - the pattern matches any string
+            return url
+        out = parts["scheme"] or ""
+        if parts["authority"] is not None:
+            user_info, at, host = parts["authority"].rpartition("@")
+            if at:
+                user_info = ":".join(self._word(part, "url", always=True) for part in user_info.split(":"))
+            out += f"//{user_info}{at}{host}"
+        out += "/".join(self._word(segment, "path") for segment in parts["path"].split("/"))
+        if parts["query"] is not None:
+            out += "?" + self._params(parts["query"], depth)
+        if parts["fragment"] is not None:
+            fragment = parts["fragment"]
+            route, question, query = fragment.partition("?")
+            if question:
+                fragment = "/".join(self._word(s, "path") for s in route.split("/")) + "?"
+                fragment += self._params(query, depth)
+            elif "=" in fragment:
+                fragment = self._params(fragment, depth)
+            else:
+                fragment = "/".join(self._word(s, "path") for s in fragment.split("/"))
+            out += "#" + fragment
+        return out
+
+    def _word(self, raw: str, kind: str, *, always: bool = False) -> str:
+        """A URL component (percent-encoded): its placeholder if it is a secret (``always``) or looks
+        like a token, else as it was."""
+        if not raw or PLACEHOLDER_PATTERN.search(raw):
+            return raw
+        value = unquote(raw)
+        if always or (looks_like_token(value) and value not in self._public):
+            return self._secret(value, kind)
+        return raw
+
+    def _params(self, query: str, depth: int) -> str:
+        """``a=1&token=...;b=2``: each value named like a secret, or looking like a token, replaced;
+        a value holding a URL, JSON or a form is redacted inside."""
+        pieces = re.split(r"([&;])", query)
+        for index in range(0, len(pieces), 2):
+            name, equals, raw = pieces[index].partition("=")
+            if not equals:
+                pieces[index] = self._word(name, "param")
+                continue
+            if not raw or PLACEHOLDER_PATTERN.fullmatch(raw):
+                continue
+            value = unquote_plus(raw)
+            if self.policy.is_token_param(name, in_url_field=True) or (
+                looks_like_token(value) and value not in self._public
+            ):
+                pieces[index] = f"{name}={self._secret(value, 'param')}"
+                continue
+            inner = self._structured(value, depth + 1)
+            if inner != value:
+                pieces[index] = f"{name}={quote(inner, safe='/:@!$()*,')}"
+        return "".join(pieces)
+
+    def _url_attribute(self, match: re.Match[str]) -> str:
+        """An HTML attribute that holds a URL (or, ``data-*``, anything): redacted as one."""
+        raw = match["value"]
+        quote_char = raw[0] if raw[0] in "\"'" else ""
+        value = html.unescape(_unquoted(raw))
+        name = match["name"].lower()
+        if name == "srcset":
+            redacted = ",".join(
+                " ".join([self._url(item.strip().split(" ")[0]), *item.strip().split(" ")[1:]])
+                for item in value.split(",")
+            )
+        elif name == "content" or name.startswith("data-"):
+            redacted = self._structured(value, 0)
+            if redacted == value:
+                redacted = self._scan_text(value) if not _WHOLE_URL.fullmatch(value) else value
+        else:
+            redacted = self._url(value)
+        if redacted == value:
+            return match[0]
+        escaped = html.escape(redacted, quote=True)
+        return f"{match['name']}{match['eq']}{quote_char or '"'}{escaped}{quote_char or '"'}"
+
+    def _structured(self, text: str, depth: int, found: list[bool] | None = None) -> str:
+        """A value that may hold others: JSON (opened recursively), GraphQL, a URL, a form."""
+        if depth > _STRUCTURE_DEPTH or not text or PLACEHOLDER_PATTERN.fullmatch(text):
+            return text
+        found = [] if found is None else found
+        stripped = text.strip()
+        if stripped[:1] in ("{", "[", '"'):
+            try:
+                value = orjson.loads(stripped)
+            except orjson.JSONDecodeError:
+                value = None
+            if isinstance(value, dict | list):
+                redacted = self._json(value, found, depth + 1)
+                if redacted == value:
+                    return text
+                separators = (", ", ": ") if '": ' in text or ", " in text else (",", ":")
+                return _dump_json(redacted, separators)
+            if isinstance(value, str):
+                inner = self._structured(value, depth + 1, found)
+                return text if inner == value else _dump_json(inner, (",", ":"))
+        if _GRAPHQL.match(stripped):
+            return self._graphql(text, found)
+        if _WHOLE_URL.fullmatch(stripped) or _EMBEDDED_URL.fullmatch(stripped):
+            return self._url(text, depth)
+        if "=" in stripped and _FORM_BODY.fullmatch(stripped):
+            return self._form(text, found, depth)
+        return text
+
+    def _graphql(self, text: str, found: list[bool]) -> str:
+        """Inline arguments of a GraphQL document: those named like secrets, and string values that
+        look like tokens (variables are JSON, redacted as JSON)."""
+
+        def argument(match: re.Match[str]) -> str:
+            raw = match["value"]
+            value = orjson.loads(raw) if raw.startswith('"') else raw
+            if not isinstance(value, str) or not value or PLACEHOLDER_PATTERN.fullmatch(value):
+                return match[0]
+            if self._is_secret_field(match["name"]):
+                found.append(True)
+            elif not (looks_like_token(value) and value not in self._public):
+                return match[0]
+            placeholder = self._secret(value, self._field_kind(match["name"]))
+            return f"{match['name']}{match['colon']}" + (
+                f'"{placeholder}"' if raw.startswith('"') else placeholder
+            )
+
+        try:
+            return _GRAPHQL_ARGUMENT.sub(argument, text)
+        except orjson.JSONDecodeError:  # an escape JSON does not know: leave the document as it is
+            return text
+
+    def _form(self, text: str, found: list[bool], depth: int = 0) -> str:
+        pairs = []
+        for pair in text.split("&"):
+            name, equals, raw = pair.partition("=")
+            if equals and raw and not PLACEHOLDER_PATTERN.fullmatch(raw):
+                field, value = unquote_plus(name), unquote_plus(raw)
+                if self._is_secret_field(field):
+                    found.append(True)
+                    pair = f"{name}={self._secret(value, self._field_kind(field))}"
+                elif looks_like_token(value) and value not in self._public:
+                    pair = f"{name}={self._secret(value, 'param')}"
+                else:
+                    inner = self._structured(value, depth + 1, found)
+                    if inner != value:
+                        pair = f"{name}={quote_plus(inner, safe='/:@!$()*,')}"
+            pairs.append(pair)
+        return "&".join(pairs)
+
     # -- pass 2: every known secret, everywhere --------------------------------------------------
 
-    def _secret(self, value: str, kind: str) -> str:
-        """The placeholder of ``value``, remembering it (and its escaped forms) the first time."""
+    def _secret(self, value: str, kind: str, *, learn: bool = True) -> str:
+        """The placeholder of ``value``, remembering it (and, if ``learn``, its escaped forms, to be
+        replaced everywhere) the first time."""
         if PLACEHOLDER_PATTERN.fullmatch(value):
             return value
         placeholder = self._placeholders.get(value)
-        if placeholder is not None:
-            return placeholder
-        digest = hashlib.blake2b(value.encode("utf-8", "surrogatepass"), key=self._key, digest_size=4)
-        placeholder = f"REDACTED-{kind}-{digest.hexdigest()}"
-        self._placeholders[value] = placeholder
-        if len(value) >= self.policy.min_secret_length:
+        if placeholder is None:
+            digest = hashlib.blake2b(value.encode("utf-8", "surrogatepass"), key=self._key, digest_size=4)
+            placeholder = f"REDACTED-{kind}-{digest.hexdigest()}"
+            self._placeholders[value] = placeholder
+        if learn and value not in self._learned and len(value) >= self.policy.min_secret_length:
+            self._learned.add(value)
             for form in _escaped_forms(value):
                 self._forms.setdefault(form, placeholder)
             self._pattern = self._bytes_pattern = None
@@ -901,7 +1215,9 @@ def _trie_pattern(words: list[str]) -> str:
 
 
 def _escaped_forms(value: str) -> Iterable[str]:
-    """The ways a secret is spelled inside other strings: raw, URL-encoded, HTML- and JSON-escaped."""
+    """The ways a secret is spelled inside other strings: raw, URL-encoded, HTML- and JSON-escaped,
+    and base64 (standard and URL-safe) at each of the three alignments inside a longer encoding."""
+    json_escaped = orjson.dumps(value).decode()[1:-1]
     forms = {
         value,
         quote(value, safe=""),
@@ -909,9 +1225,25 @@ def _escaped_forms(value: str) -> Iterable[str]:
         quote(value, safe="/:@!$&'()*+,;="),
         html.escape(value, quote=True),
         html.escape(value, quote=False),
-        orjson.dumps(value).decode()[1:-1],
+        json_escaped,
+        json_escaped.replace("/", "\\/"),
+        json.dumps(value)[1:-1],
+        *_base64_cores(value.encode("utf-8", "surrogatepass")),
     }
     return sorted(form for form in forms if form)
+
+
+def _base64_cores(data: bytes) -> Iterable[str]:
+    """The part of ``base64(prefix + data + suffix)`` that depends on ``data`` alone, for each
+    ``len(prefix) % 3``: what a secret looks like inside any base64 text that encodes it."""
+    for offset in range(3):
+        encoded = base64.b64encode(bytes(offset) + data + bytes(3))
+        start = -(-offset * 4 // 3)  # characters touched by the prefix
+        stop = (offset + len(data)) * 4 // 3  # characters wholly inside prefix + data
+        core = encoded[start:stop].decode()
+        if len(core) >= 8:
+            yield core
+            yield core.replace("+", "-").replace("/", "_")
 
 
 def _redaction_fault(exc: Exception) -> CaptureFault:
