@@ -157,9 +157,8 @@ def _options(scheme: str) -> dict[str, Any]:
 def _same_host_session() -> type:
     """aiobotocore's HTTP session with redirects never followed: a store's 3xx is an error, not a
     request to the host it names (which could be anyone's, and would get the signed request)."""
-    from aiobotocore.httpsession import AIOHTTPSession
-
     import aiohttp
+    from aiobotocore.httpsession import AIOHTTPSession
 
     class _NoRedirects:
         def __init__(self, session: Any) -> None:
@@ -197,11 +196,15 @@ def _filesystem(url: str) -> tuple[Any, str]:
         if scheme in ("s3", "s3a"):
             fs.retries = _setting("CDP_STORAGE_RETRIES", RETRIES, integer=True, minimum=0) + 1
     except ImportError as exc:
-        raise EnvironmentSetupError(f"{_shown(url)}: no fsspec driver for this URL ({_short(exc, url)})") from None
+        raise EnvironmentSetupError(
+            f"{_shown(url)}: no fsspec driver for this URL ({_short(exc, url)})"
+        ) from None
     except EnvironmentSetupError:
         raise
     except Exception as exc:  # the driver's own errors, whatever their class: one line
-        raise EnvironmentSetupError(f"{_shown(url)}: not a storage URL fsspec knows ({_short(exc, url)})") from None
+        raise EnvironmentSetupError(
+            f"{_shown(url)}: not a storage URL fsspec knows ({_short(exc, url)})"
+        ) from None
     return fs, str(path)
 
 
@@ -220,7 +223,9 @@ def exists(location: str) -> bool:
     try:
         return bool(fs.exists(key))
     except Exception as exc:  # the driver's errors, whatever their class
-        raise EnvironmentSetupError(f"{_shown(location)}: storage not reachable ({_short(exc, location)})") from None
+        raise EnvironmentSetupError(
+            f"{_shown(location)}: storage not reachable ({_short(exc, location)})"
+        ) from None
 
 
 def upload(local: Path, location: str) -> None:
@@ -240,7 +245,9 @@ def upload(local: Path, location: str) -> None:
     try:
         fs.put_file(str(local), key)  # an object PUT (or a completed multipart upload) is all or nothing
     except Exception as exc:  # the driver's errors, whatever their class
-        raise EnvironmentSetupError(f"cannot upload {local.name} to {_shown(location)}: {_short(exc, location)}") from None
+        raise EnvironmentSetupError(
+            f"cannot upload {local.name} to {_shown(location)}: {_short(exc, location)}"
+        ) from None
 
 
 def download(location: str, target: Path, *, max_bytes: int | None = None) -> Path:
@@ -253,7 +260,9 @@ def download(location: str, target: Path, *, max_bytes: int | None = None) -> Pa
     except FileNotFoundError:
         raise SessionFormatError(f"{_shown(location)}: no such object") from None
     except Exception as exc:  # the driver's errors, whatever their class
-        raise EnvironmentSetupError(f"{_shown(location)}: storage not reachable ({_short(exc, location)})") from None
+        raise EnvironmentSetupError(
+            f"{_shown(location)}: storage not reachable ({_short(exc, location)})"
+        ) from None
     if not isinstance(info, dict):
         raise SessionFormatError(f"{_shown(location)}: the store's listing is not an object")
     if info.get("type") == "directory":
@@ -311,14 +320,18 @@ def find(location: str, suffixes: tuple[str, ...]) -> list[str]:
     except FileNotFoundError:
         return []
     except Exception as exc:  # the driver's errors, whatever their class
-        raise EnvironmentSetupError(f"{_shown(location)}: storage not reachable ({_short(exc, location)})") from None
+        raise EnvironmentSetupError(
+            f"{_shown(location)}: storage not reachable ({_short(exc, location)})"
+        ) from None
     names = []
     for name in found if isinstance(found, list) else ():
         relative = str(name)[len(root) :].lstrip("/")
         if relative.endswith(suffixes) and ".." not in relative.split("/"):
             names.append(relative)
             if len(names) > MAX_LISTED:
-                raise SessionFormatError(f"{_shown(location)}: more than {MAX_LISTED} objects listed; refused")
+                raise SessionFormatError(
+                    f"{_shown(location)}: more than {MAX_LISTED} objects listed; refused"
+                )
     return sorted(names)
 
 

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -208,7 +209,7 @@ class _Redirecting(BaseHTTPRequestHandler):
 
 
 class _Elsewhere(BaseHTTPRequestHandler):
-    hits: list[str] = []
+    hits: ClassVar[list[str]] = []
 
     def _answer(self) -> None:
         self.hits.append(self.path)
@@ -304,7 +305,12 @@ def test_protocols_outside_the_allow_list_are_one_line(url: str, tmp_path: Path)
 def test_credentials_in_a_storage_url_are_never_printed(tmp_path: Path) -> None:
     env = _store_env("http://127.0.0.1:1")
     run = run_cli_limited(
-        "eval", "s3://AKID:the-secret-key-never-printed@runs/s", "-o", str(tmp_path / "o"), env=env, timeout=60
+        "eval",
+        "s3://AKID:the-secret-key-never-printed@runs/s",
+        "-o",
+        str(tmp_path / "o"),
+        env=env,
+        timeout=60,
     )
     assert "***" in _one_line(run)
     with pytest.raises(EnvironmentSetupError) as caught:
@@ -314,7 +320,11 @@ def test_credentials_in_a_storage_url_are_never_printed(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("name", "value"),
-    [("CDP_STORAGE_READ_TIMEOUT", "soon"), ("CDP_STORAGE_CONNECT_TIMEOUT", "nan"), ("CDP_STORAGE_RETRIES", "-1")],
+    [
+        ("CDP_STORAGE_READ_TIMEOUT", "soon"),
+        ("CDP_STORAGE_CONNECT_TIMEOUT", "nan"),
+        ("CDP_STORAGE_RETRIES", "-1"),
+    ],
 )
 def test_a_bad_timeout_setting_is_one_line(name: str, value: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(name, value)

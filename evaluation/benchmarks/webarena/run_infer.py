@@ -38,7 +38,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from cdp_integration.demo import DemoSite
 from cdp_integration.demo.tasks import DemoTask, configure_demo_environment, load_demo_tasks
-from cdp_integration.errors import CDPIntegrationError
+from cdp_integration.errors import CDPIntegrationError, one_line_error, redact_credentials
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import sdk_v0  # this directory's own modules (sdk_v1 is imported by --sdk v1 only)
@@ -179,7 +179,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=None,
         metavar="FILE",
         help="--dataset webarena: a TOML or JSON file listing deployments (site URLs, reset command, node "
-        "label); a task goes to any deployment free for it.",
+        "label); a task goes to any deployment free for it. A pool file is code: its reset_cmd values are "
+        "shell commands run on this machine (or the Ray node); use only pool files you wrote or trust.",
     )
     group.add_argument(
         "--backend",
@@ -229,6 +230,10 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> Path:
         tasks, _, _ = task_source(args)
         sdk_v0.play_child(args, tasks)
         return Path(args.v0_episode)
+    if args.pool is not None:  # every URL checked before anything is created or started
+        from cdp_integration.pool import load_pool
+
+        load_pool(args.pool)
     output = pool_runner.RunOutput(args.output_location)
     try:
         if args.pool is not None or args.backend == "ray":
@@ -291,12 +296,15 @@ def main(argv: Sequence[str] | None = None) -> None:
             )
     try:
         output = run(args, list(sys.argv[1:] if argv is None else argv))
-    except CDPIntegrationError as exc:  # a bad setting or a failed reset: the tasks before it are done
-        print(f"run_infer.py: error: {exc}", file=sys.stderr)
+    except (
+        CDPIntegrationError,
+        OSError,
+    ) as exc:  # a bad setting or a failed reset: the tasks before it are done
+        print(f"run_infer.py: error: {one_line_error(exc)}", file=sys.stderr)
         sys.exit(2)
     if args.v0_episode is None:
         print(
-            f"wrote {args.output_location.rstrip('/')}/output.jsonl"
+            f"wrote {redact_credentials(args.output_location.rstrip('/'))}/output.jsonl"
             if args.output_dir is None
             else f"wrote {output}"
         )
