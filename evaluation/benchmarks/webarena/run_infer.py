@@ -53,7 +53,7 @@ from task_runner import (
     webarena_task_run,
 )
 
-__all__ = ["main", "parse_args", "task_source"]
+__all__ = ["build_parser", "main", "parse_args", "task_source"]
 
 
 def _selected_tasks(args: argparse.Namespace) -> list[DemoTask]:
@@ -121,7 +121,8 @@ def _child_argv(argv: list[str]) -> list[str]:
     return kept
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (also read by the input-surface registry, ``tests/surfaces.py``)."""
     parser = argparse.ArgumentParser(prog="run_infer.py", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--output-dir",
@@ -203,7 +204,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     # what a --num-workers run gives each V0 child (sdk_v0.child_driver), not for users
     parser.add_argument("--v0-episode", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--v0-ready-fd", type=int, default=None, help=argparse.SUPPRESS)
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = build_parser()
     args = parser.parse_args(argv)
+    if args.llm_base_url is not None:
+        from cdp_integration.deployment import check_site_url
+        from cdp_integration.errors import EnvironmentSetupError
+
+        try:
+            check_site_url(args.llm_base_url)
+        except EnvironmentSetupError as exc:
+            parser.exit(2, f"run_infer.py: error: --llm-base-url: {one_line_error(exc)}\n")
     if args.sdk == "v1" and args.mode != "agent":
         parser.error("--sdk v1 runs the agent (--mode agent); --mode direct is V0's BrowserEnv")
     if args.num_workers < 1:
