@@ -232,9 +232,12 @@ class _Reads(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
-        if node.args and isinstance(func, ast.Attribute):
-            if (func.attr == "get" and _is_environ(func.value)) or ast.unparse(func) == "os.getenv":
-                self._read(node.args[0])
+        if (
+            node.args
+            and isinstance(func, ast.Attribute)
+            and ((func.attr == "get" and _is_environ(func.value)) or ast.unparse(func) == "os.getenv")
+        ):
+            self._read(node.args[0])
         self.generic_visit(node)
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
