@@ -227,7 +227,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     webarena_dataset.check_arguments(parser, args)
     from cdp_integration import storage
 
-    args.output_dir = storage.local_path(args.output_location)  # None: a storage URL
+    try:
+        args.output_dir = storage.local_path(args.output_location)  # None: a storage URL
+    except CDPIntegrationError as exc:
+        parser.exit(2, f"run_infer.py: error: --output-dir: {one_line_error(exc)}\n")
     if (args.pool is not None or args.backend == "ray") and args.dataset != "webarena":
         parser.error("--pool and --backend ray run --dataset webarena (a deployment every worker can reach)")
     if args.pool is not None and args.backend == "local" and args.num_workers > 1:
