@@ -410,9 +410,11 @@ def record(
     answer: str | None,
 ) -> None:
     """Record a browser someone else drives: a step on each Enter (and page load), until Ctrl-C or EOF."""
+    from cdp_integration.capture.cdp_attach import check_endpoint
     from cdp_integration.capture.record import record_browser
     from cdp_integration.deployment import parse_site_urls
 
+    check_endpoint(endpoint)  # before the banner: a bad endpoint is one line
     urls = parse_site_urls(site_urls)
     task: dict[str, object] = {"site_urls": urls} if urls else {}
     if task_id is not None:

@@ -32,7 +32,7 @@ def check_address(address: str) -> None:
         return
     target = address.removeprefix("ray://")
     host, _, port = target.rpartition(":")
-    if not host or not port.isdigit():
+    if not host or not (port.isascii() and port.isdigit()) or int(port) > 65535:
         raise EnvironmentSetupError(f"Ray address {address!r}: expected HOST:PORT, ray://HOST:PORT or auto")
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()

@@ -29,9 +29,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from cdp_integration.environment import PLACEHOLDER_URL
-from cdp_integration.errors import EnvironmentSetupError
+from cdp_integration.errors import EnvironmentSetupError, escape_controls, redact_credentials
 
 __all__ = [
     "BASE_URL_VARIABLE",
@@ -41,6 +42,7 @@ __all__ = [
     "STANDARD_PORTS",
     "ResetPolicy",
     "WebArenaTaskSpec",
+    "check_site_url",
     "known_site_urls",
     "load_webarena_tasks",
     "needs_reset",
@@ -76,6 +78,35 @@ ResetPolicy = Literal["require_reset", "mutate", "always"]
 RESET_POLICIES: tuple[ResetPolicy, ...] = ("require_reset", "mutate", "always")
 
 
+def check_site_url(url: str, *, base: bool = False) -> str:
+    """``url`` stripped (no trailing ``/``) when it is an http(s) URL with a host and a numeric port;
+    else ``EnvironmentSetupError`` in one line, the URL shown escaped and without credentials.
+
+    ``base``: a ``WEBARENA_BASE_URL``-style URL that the sites' standard ports are appended to, so it
+    must name the host alone (a port or a path there would make ``http://h:80:7770``). Only printable
+    ASCII is taken (an international host in its ``xn--`` form): a host that Unicode normalisation
+    would change cannot mean what it shows."""
+    text = url.strip()
+    shown = escape_controls(redact_credentials(text))[:200]
+    if not text.isascii() or not text.isprintable() or any(char.isspace() for char in text):
+        raise EnvironmentSetupError(
+            f"{shown!r} is not a URL: printable ASCII without spaces only (an international host as xn--...)"
+        )
+    try:
+        parts = urlsplit(text)
+        host, port = parts.hostname, parts.port
+    except ValueError as exc:
+        raise EnvironmentSetupError(f"{shown!r} is not a valid URL ({exc})") from None
+    if parts.scheme.lower() not in ("http", "https") or not host:
+        raise EnvironmentSetupError(f"{shown!r} is not an http(s) URL (e.g. http://my-host)")
+    if base and (port is not None or parts.path.strip("/") or parts.query or parts.fragment):
+        raise EnvironmentSetupError(
+            f"{shown!r}: a base URL names the host only (each site's standard port is appended to it); "
+            "give sites on other ports or paths one by one (WA_<SITE>, or a pool file's sites)"
+        )
+    return text.rstrip("/")
+
+
 def known_site_urls(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The site URLs the environment gives, ``{"SHOPPING": url, ...}``; sites it does not give are left out.
 
@@ -85,13 +116,19 @@ def known_site_urls(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """
     env = os.environ if environ is None else environ
     base = env.get(BASE_URL_VARIABLE, "").strip().rstrip("/")
-    if base and "://" not in base:
-        raise EnvironmentSetupError(f"{BASE_URL_VARIABLE}={base!r} is not a URL (e.g. http://my-host)")
+    if base:
+        try:
+            base = check_site_url(base, base=True)
+        except EnvironmentSetupError as exc:
+            raise EnvironmentSetupError(f"{BASE_URL_VARIABLE}: {exc}") from None
     urls: dict[str, str] = {}
     for site, suffix in STANDARD_PORTS.items():
         override = env.get(f"WA_{site}", "").strip()
         if override and override != PLACEHOLDER_URL:
-            urls[site] = override.rstrip("/")
+            try:
+                urls[site] = check_site_url(override)
+            except EnvironmentSetupError as exc:
+                raise EnvironmentSetupError(f"WA_{site}: {exc}") from None
         elif base:
             urls[site] = base + suffix
     return urls
@@ -128,9 +165,10 @@ def parse_site_urls(items: Iterable[str]) -> dict[str, str]:
         if site not in STANDARD_PORTS:
             known = ", ".join(name.lower() for name in STANDARD_PORTS)
             raise EnvironmentSetupError(f"{item!r}: unknown site {site.lower()!r} (one of {known})")
-        if not url.startswith(("http://", "https://")):
-            raise EnvironmentSetupError(f"{item!r}: {url!r} is not an http(s) URL")
-        urls[site] = url
+        try:
+            urls[site] = check_site_url(url)
+        except EnvironmentSetupError as exc:
+            raise EnvironmentSetupError(f"--site-url {site.lower()}: {exc}") from None
     return urls
 
 

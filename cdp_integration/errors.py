@@ -22,6 +22,8 @@ message (``one_line_error``) and exit code 2.
 
 from __future__ import annotations
 
+import re
+
 __all__ = [
     "ActionFailed",
     "CDPIntegrationError",
@@ -39,6 +41,7 @@ __all__ = [
     "UntrustedConfigError",
     "escape_controls",
     "one_line_error",
+    "redact_credentials",
 ]
 
 
@@ -117,7 +120,7 @@ def one_line_error(exc: BaseException) -> str:
         text = str(exc) or type(exc).__name__
         if not isinstance(exc, CDPIntegrationError):
             text = f"{type(exc).__name__}: {text}"
-    text = " ".join(escape_controls(text).split())
+    text = " ".join(escape_controls(redact_credentials(text)).split())
     return text if len(text) <= 2000 else text[:1999] + "…"
 
 
@@ -133,3 +136,18 @@ def escape_controls(text: str) -> str:
     written as ``\\xNN`` escapes, so text from a session (a title, a URL) cannot move the cursor,
     set the window title or write the clipboard (OSC 52). Tabs and newlines are kept."""
     return text.translate(_CONTROLS)
+
+
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s?#]*@")
+_SECRET_QUERY = re.compile(
+    r"(?i)([?&;](?:[\w.-]*(?:token|key|secret|passw(?:or)?d|pwd|signature|sig|auth|credential)[\w.-]*)=)[^&;#\s]*"
+)
+
+
+def redact_credentials(text: str) -> str:
+    """``text`` with the credentials of every URL in it hidden: the user-info part (``user:password@``)
+    and the values of query parameters named like secrets (``token``, ``key``, ``signature``, ...)
+    become ``***``, so a URL can be shown (an error, a log line, ``metadata.json``) without them."""
+    if "://" not in text and "=" not in text:
+        return text
+    return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub(r"\1***@", text))

@@ -17,6 +17,10 @@ A pool file (TOML or JSON) lists deployments::
 ``WA_<SITE>`` overrides ``WEBARENA_BASE_URL``. A malformed file or a bad URL is one
 ``EnvironmentSetupError`` line. ``check_pool`` probes every deployment at once; one that does not answer
 is drained (left out, with the reason), not fatal, unless none is left.
+
+A pool file is untrusted until loaded and code once used: it is read under a size, nesting and count
+budget, every URL is checked before anything starts, and URLs are shown with their credentials hidden
+(``errors.redact_credentials``); but its ``reset_cmd`` values are shell commands this machine runs.
 """
 
 from __future__ import annotations
@@ -37,12 +41,22 @@ from cdp_integration.deployment import (
     SITE_NAMES,
     STANDARD_PORTS,
     WebArenaTaskSpec,
+    check_site_url,
     probe_sites,
     site_urls_from_environment,
 )
-from cdp_integration.errors import EnvironmentSetupError
+from cdp_integration.errors import EnvironmentSetupError, escape_controls, redact_credentials
 
-__all__ = ["Deployment", "check_pool", "load_pool", "site_servers"]
+__all__ = [
+    "MAX_DEPLOYMENTS",
+    "MAX_POOL_BYTES",
+    "MAX_POOL_DEPTH",
+    "Deployment",
+    "check_pool",
+    "load_pool",
+    "redacted",
+    "site_servers",
+]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 _KEYS = {"name", "base_url", "sites", "reset_cmd", "node_label", "workers"}
@@ -65,6 +79,11 @@ class Deployment:
         return site_servers(sites, self.urls, prefix=f"{self.name}|")
 
 
+def redacted(urls: Mapping[str, str]) -> dict[str, str]:
+    """``urls`` as they may be shown or written (logs, ``metadata.json``): credentials hidden."""
+    return {site: redact_credentials(url) for site, url in urls.items()}
+
+
 def site_servers(sites: Iterable[str], urls: Mapping[str, str], *, prefix: str = "") -> tuple[str, ...]:
     """Scheme, host and port of each site's URL (the site's name where its URL is unknown), once each."""
     found: list[str] = []
@@ -77,17 +96,13 @@ def site_servers(sites: Iterable[str], urls: Mapping[str, str], *, prefix: str =
     return tuple(found)
 
 
-def _check_url(where: str, name: str, url: object) -> str:
+def _check_url(where: str, name: str, url: object, *, base: bool = False) -> str:
     if not isinstance(url, str):
         raise EnvironmentSetupError(f"{where}: {name} must be a string URL, not {type(url).__name__}")
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise EnvironmentSetupError(f"{where}: {name}={url!r} is not an http(s) URL (e.g. http://my-host)")
     try:
-        parts.port  # noqa: B018  (raises on a port that is not a number)
-    except ValueError:
-        raise EnvironmentSetupError(f"{where}: {name}={url!r} has a bad port") from None
-    return url.strip()
+        return check_site_url(url, base=base)
+    except EnvironmentSetupError as exc:
+        raise EnvironmentSetupError(f"{where}: {name}: {exc}") from None
 
 
 def _deployment(path: Path, number: int, entry: object) -> Deployment:
@@ -105,7 +120,7 @@ def _deployment(path: Path, number: int, entry: object) -> Deployment:
     where = f"{path}: deployment {name!r}"
     environ: dict[str, str] = {}
     if "base_url" in entry:
-        environ[BASE_URL_VARIABLE] = _check_url(where, "base_url", entry["base_url"]).rstrip("/")
+        environ[BASE_URL_VARIABLE] = _check_url(where, "base_url", entry["base_url"], base=True)
     sites = entry.get("sites", {})
     if not isinstance(sites, dict):
         raise EnvironmentSetupError(f"{where}: 'sites' must be a table of SITE = URL")
@@ -129,6 +144,36 @@ def _deployment(path: Path, number: int, entry: object) -> Deployment:
 
 MAX_POOL_BYTES = 1024 * 1024
 """A pool file lists deployments: a megabyte is thousands of them."""
+MAX_POOL_DEPTH = 32
+"""Nesting of arrays and tables in a pool file (it needs 3); checked before parsing."""
+MAX_DEPLOYMENTS = 256
+"""Deployments in one pool (each is probed by a thread of its own)."""
+
+
+def _toml_depth(text: str) -> int:
+    """The deepest nesting of ``[``/``{`` in TOML ``text``, strings and comments skipped: a scan,
+    so a file nested thousands deep is refused without recursing into it."""
+    depth = deepest = 0
+    index, size = 0, len(text)
+    while index < size:
+        char = text[index]
+        if char == "#":
+            end = text.find("\n", index)
+            index = size if end < 0 else end
+        elif char in "\"'":
+            quote = text[index : index + 3] if text[index : index + 3] in ('"""', "'''") else char
+            index += len(quote)
+            while index < size and not text.startswith(quote, index):
+                index += 2 if quote[0] == '"' and text[index] == "\\" else 1
+            index += len(quote)
+            continue
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth = max(0, depth - 1)
+        index += 1
+    return deepest
 
 
 def load_pool(path: Path) -> list[Deployment]:
@@ -142,18 +187,22 @@ def load_pool(path: Path) -> list[Deployment]:
         text = bytes(data).decode()
     except (SessionFormatError, UnicodeDecodeError) as exc:
         raise EnvironmentSetupError(f"cannot read the pool file: {exc}") from None
+    if path.suffix.lower() == ".toml" and _toml_depth(text) > MAX_POOL_DEPTH:
+        raise EnvironmentSetupError(f"{path}: nested more than {MAX_POOL_DEPTH} deep; a pool file needs 3")
     try:
         raw: Any = (
             tomllib.loads(text)
             if path.suffix.lower() == ".toml"
             else parse_json(text, str(path), SessionLimits.from_env())
         )
-    except (tomllib.TOMLDecodeError, ValueError) as exc:
+    except (tomllib.TOMLDecodeError, ValueError, RecursionError) as exc:
         kind = "TOML" if path.suffix.lower() == ".toml" else "JSON"
         raise EnvironmentSetupError(f"{path}: not valid {kind} ({' '.join(str(exc).split())})") from None
     entries = raw.get("deployment") if isinstance(raw, dict) else raw
     if not isinstance(entries, list) or not entries:
         raise EnvironmentSetupError(f"{path}: expected a non-empty list of [[deployment]] entries")
+    if len(entries) > MAX_DEPLOYMENTS:
+        raise EnvironmentSetupError(f"{path}: {len(entries)} deployments, more than {MAX_DEPLOYMENTS}")
     pool = [_deployment(path, number, entry) for number, entry in enumerate(entries)]
     names = [deployment.name for deployment in pool]
     duplicated = sorted({name for name in names if names.count(name) > 1})
@@ -173,8 +222,8 @@ def check_pool(
         unreachable = probe_sites({site: deployment.urls[site.upper()] for site in wanted}, timeout_s)
         if not unreachable:
             return None
-        return ", ".join(
-            f"{site} ({deployment.urls[site.upper()]}: {why})" for site, why in unreachable.items()
+        return redact_credentials(
+            ", ".join(f"{site} ({deployment.urls[site.upper()]}: {why})" for site, why in unreachable.items())
         )
 
     with ThreadPoolExecutor(max_workers=len(pool), thread_name_prefix="pool-probe") as executor:
@@ -182,7 +231,7 @@ def check_pool(
     drained = {deployment.name: why for deployment, why in zip(pool, results, strict=True) if why}
     healthy = [deployment for deployment, why in zip(pool, results, strict=True) if not why]
     for name, why in drained.items():
-        print(f"deployment {name}: drained, unreachable: {why}", file=sys.stderr)
+        print(escape_controls(f"deployment {name}: drained, unreachable: {why}"), file=sys.stderr)
     if not healthy:
         raise EnvironmentSetupError(
             f"no deployment of the pool answers: {'; '.join(f'{n}: {w}' for n, w in drained.items())}"

@@ -99,9 +99,11 @@ def run_cli_limited(
     address_space: int = ADDRESS_SPACE_LIMIT,
     timeout: float = 5 * MAX_SECONDS,
     cwd: Path | None = None,
+    program: Path | None = None,
 ) -> CliRun:
     """``cdp-session ARGS`` in a fresh process under ``RLIMIT_AS = address_space``.
 
+    ``program``: a Python script to run instead (``run_infer.py``), with the same limits.
     The child runs in ``cwd`` (default: a new empty directory) with ``TMPDIR`` set to a new empty
     directory; both are listed afterwards (``written``) and removed. A child still running after
     ``timeout`` seconds is killed with its process group (``timed_out``).
@@ -119,7 +121,11 @@ def run_cli_limited(
         started = time.monotonic()
         with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
             rss_file = root / "rss"
-            command = [sys.executable, "-c", _CHILD, *map(str, args)]
+            command = (
+                [sys.executable, "-c", _CHILD, *map(str, args)]
+                if program is None
+                else [sys.executable, str(program), *map(str, args)]
+            )
             process = subprocess.Popen(
                 [sys.executable, "-c", _LAUNCHER, str(rss_file), str(address_space), *command],
                 stdin=subprocess.DEVNULL,

@@ -22,7 +22,7 @@ import pickle
 import random
 import zipfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,8 @@ class Place:
 
     root: Path
     outside: Path
+    env: dict[str, str] = field(default_factory=dict)
+    """Environment variables the case's commands run with (the ``environment`` family sets them)."""
 
     def secret_file(self, name: str = "secret.txt", data: bytes | None = None) -> Path:
         path = self.outside / name
@@ -60,6 +62,11 @@ class Case:
     """Exit 0 is acceptable (a correct import or a command that tolerates the input)."""
     expect: tuple[str, ...] = field(default_factory=tuple)
     """Text the one-line error must hold, when the run fails."""
+    surfaces: tuple[str, ...] = ()
+    """The input surfaces (``tests/surfaces.py``'s names) this case attacks: every surface the code
+    declares must be named by some case."""
+    program: str = "cdp-session"
+    """``cdp-session``, or ``run_infer.py`` (evaluation/benchmarks/webarena/)."""
 
 
 # -- shared pieces ----------------------------------------------------------------------------------
@@ -778,8 +785,313 @@ def dataset_cases() -> Iterator[Case]:
     yield Case("dataset-types", "dataset", "types", confused, may_succeed=True)
 
 
+# -- the other input surfaces: arguments, outputs, configs, URLs, environment, run_infer.py --------
+
+
+def _cli(command: str, *params: str) -> tuple[str, ...]:
+    return tuple(f"cdp-session {command} {param}" for param in params)
+
+
+_SESSION_ARGUMENT = tuple(
+    f"cdp-session {c} session_path"
+    for c in (
+        "info",
+        "show",
+        "steps",
+        "diff",
+        "view",
+        "har",
+        "redact",
+        "export-wabe",
+        "eval-at",
+        "rescore",
+        "debug",
+    )
+)
+
+
+def _golden_session(place: Place) -> Path:
+    d = place.root / "s"
+    d.mkdir(exist_ok=True)
+    return _session(d / "a.session.jsonl.gz", [corpus.step(0, html="<p>x</p>"), corpus.end()])
+
+
+def argument_cases() -> Iterator[Case]:
+    def not_a_session(place: Place, rng: random.Random) -> list[list[str]]:
+        """SESSION a FIFO (reading would block), a folder, or a gzip stream cut short."""
+        path = place.root / "a.session.jsonl.gz"
+        kind = rng.choice(["fifo", "directory", "truncated"])
+        if kind == "fifo":
+            os.mkfifo(path)
+        elif kind == "directory":
+            path.mkdir()
+        else:
+            whole = _session(place.root / "whole.session.jsonl.gz", [corpus.step(0, html="<p>x</p>")])
+            path.write_bytes(whole.read_bytes()[:25])
+        p, out = str(path), str(place.root / "o")
+        return [
+            ["info", p], ["show", p, "0"], ["steps", p], ["diff", p, "0", "0"], ["view", p, "-o", out],
+            ["har", p, "-o", out], ["redact", p, "-o", out], ["export-wabe", p, "-o", out],
+            ["eval-at", p, "0", "--js", "1"], ["rescore", p], ["debug", p], ["compare", p, p, "-o", out],
+            ["export-dataset", p, "-o", out], ["export-verified", p, "-o", out],
+        ]  # fmt: skip
+
+    yield Case(
+        "argument-not-a-session", "argument", "types", not_a_session, may_succeed=True,
+        surfaces=(*_SESSION_ARGUMENT, *_cli("compare", "runs"), *_cli("export-dataset", "run"), *_cli("export-verified", "sessions")),
+    )  # fmt: skip
+
+
+_OUTPUT_FILES = (
+    *_cli("har", "output"), *_cli("view", "output"), *_cli("redact", "output"), *_cli("schema", "output"),
+)  # fmt: skip
+_OUTPUT_DIRS = (
+    *_cli("export-wabe", "output"), *_cli("export-verified", "output_dir", "submission_root"),
+    *_cli("export-dataset", "output_dir"), *_cli("compare", "output_dir"), *_cli("eval", "output_location"),
+)  # fmt: skip
+
+
+def output_cases() -> Iterator[Case]:
+    def file_link(place: Place, rng: random.Random) -> list[list[str]]:
+        """The output file is a symlink planted to a file outside: refused, the file untouched."""
+        session = str(_golden_session(place))
+        link = place.root / "planted"
+        link.symlink_to(place.secret_file("victim"))
+        return [
+            ["har", session, "-o", str(link)], ["view", session, "-o", str(link)],
+            ["redact", session, "-o", str(link)], ["schema", "-o", str(link)],
+        ]  # fmt: skip
+
+    def inside_link(place: Place, rng: random.Random) -> list[list[str]]:
+        """The output folder exists and a file the command writes in it is a symlink outside."""
+        session = _golden_session(place)
+        out = place.root / "out"
+        out.mkdir()
+        for name in ("result.json", "output.jsonl", "compare.md", "README.md", "report.json", "config.json"):
+            (out / name).symlink_to(place.secret_file(f"victim-{name}"))
+        (out / "7").mkdir()
+        for name in ("agent_response.json", "network.har"):
+            (out / "7" / name).symlink_to(place.secret_file(f"victim-{name}"))
+        run = place.root / "run"
+        run.mkdir()
+        (run / "output.jsonl").write_text(
+            json.dumps({"instance_id": "webarena.7", "test_result": {"score": 1.0}}) + "\n"
+        )
+        s, o = str(session), str(out)
+        return [
+            ["export-wabe", s, "-o", o], ["export-verified", s, "-o", o],
+            ["export-verified", s, "-o", str(place.root / "v"), "--submission", o],
+            ["export-dataset", str(session.parent), "-o", o], ["compare", str(run), str(run), "-o", o],
+            ["eval", str(session.parent), "-o", o, "--no-progress"],
+        ]  # fmt: skip
+
+    yield Case(  # refused, or the link itself replaced (a temp file renamed over it): never written through
+        "output-file-symlink", "output", "links", file_link, may_succeed=True, surfaces=_OUTPUT_FILES
+    )
+    yield Case(
+        "output-folder-inner-symlink", "output", "links", inside_link, may_succeed=True, surfaces=_OUTPUT_DIRS
+    )
+
+
+_CONFIGS = (
+    *_cli("eval", "configs_path", "answers_path"), *_cli("import", "configs_path", "answers_path"),
+    *_cli("export-dataset", "configs_path"), *_cli("compare", "configs_paths"), *_cli("rescore", "config_path"),
+)  # fmt: skip
+
+
+def config_cases() -> Iterator[Case]:
+    def hostile_config(place: Place, rng: random.Random) -> list[list[str]]:
+        """A configs/answers file nested past the JSON depth limit, a FIFO, or a link to a secret."""
+        session = _golden_session(place)
+        path = place.root / "configs.json"
+        kind = rng.choice(["deep", "fifo", "link", "types"])
+        if kind == "deep":
+            depth = rng.choice([300, 5000])
+            path.write_bytes(b"[" * depth + b"]" * depth)
+        elif kind == "fifo":
+            os.mkfifo(path)
+        elif kind == "link":
+            path.symlink_to(
+                place.secret_file("configs.json", json.dumps([{"task_id": 0, "intent": SECRET}]).encode())
+            )
+        else:
+            path.write_bytes(rng.choice([b'{"7": [1, {"a": 2}]}', b'[5, "x"]', b'"\xff"']))
+        history = place.root / "h"
+        history.mkdir()
+        (history / "7.json").write_bytes(_history([_history_item(0)]))
+        s, c, out = str(session), str(path), _out(place)
+        return [
+            ["eval", str(session.parent), "--configs", c, "-o", out, "--no-progress"],
+            ["eval", str(history), "--import", "browser-use", "--answers", c, "-o", out, "--no-progress"],
+            ["import", "browser-use", str(history), "--configs", c, "-o", out],
+            ["import", "browser-use", str(history), "--answers", c, "-o", out],
+            ["export-dataset", str(session.parent), "--configs", c, "-o", out],
+            ["compare", str(session.parent), str(session.parent), "--configs", c, "-o", out],
+            ["rescore", s, "--config", c],
+        ]
+
+    yield Case("config-hostile", "config", "types", hostile_config, may_succeed=True, surfaces=_CONFIGS)
+
+
+_URLS = (
+    *_cli("eval", "site_urls", "ray_address", "sessions_location"), *_cli("import", "site_urls"),
+    *_cli("record", "site_urls", "endpoint", "output"),
+)  # fmt: skip
+HOSTILE_URLS = (
+    "http://[::1", "http://ex\u2100ample", "http://h\uff0fx", "http://admin:hunter2@127.0.0.1:1\x1b]52;c;eA==\x07",
+    "http://h:99999", "http://h:\u00b2", "data://c2VjcmV0", "zip://a::s3://b/c", "reference://x", "javascript:alert(1)",
+)  # fmt: skip
+
+
+def url_cases() -> Iterator[Case]:
+    def hostile_url(place: Place, rng: random.Random) -> list[list[str]]:
+        session = _golden_session(place)
+        url = rng.choice(HOSTILE_URLS)
+        history = place.root / "h"
+        history.mkdir()
+        (history / "7.json").write_bytes(_history([_history_item(0)]))
+        d, out = str(session.parent), _out(place)
+        return [
+            ["eval", d, "--site-url", f"shopping={url}", "-o", out, "--no-progress"],
+            ["eval", d, "--backend", "ray", "--ray-address", url.removeprefix("http://"), "-o", out],
+            ["eval", url, "-o", out, "--no-progress"],
+            ["import", "browser-use", str(history), "--site-url", f"shopping={url}", "-o", out],
+            ["record", "--cdp", url, "-o", str(place.root / "rec")],
+            [
+                "record",
+                "--cdp",
+                "http://127.0.0.1:1",
+                "--site-url",
+                f"map={url}",
+                "-o",
+                str(place.root / "rec"),
+            ],
+        ]
+
+    yield Case("url-hostile", "url", "encoding", hostile_url, surfaces=_URLS)
+
+
+ENVIRONMENT_ATTACKS: dict[str, tuple[str, ...]] = {
+    "CDP_STORAGE_MAX_BYTES": ("0", "lots", "\u00b2", "9" * 40),
+    "CDP_STORAGE_CONNECT_TIMEOUT": ("nan", "-1", "1e999"),
+    "CDP_STORAGE_READ_TIMEOUT": ("soon", "0", "inf"),
+    "CDP_STORAGE_RETRIES": ("-1", "1.5", "\u0663"),
+    "WEBARENA_BASE_URL": ("http://[::1", "http://127.0.0.1:1", "http://h/x", "http://a:b@h\x1b[2J"),
+    "WA_<SITE>": ("http://[::1", "http://ex\u2100ample", "ftp://h", "http://a:hunter2@h:x"),
+    "CDP_SESSION_MAX_<LIMIT>": ("0", "-5", "lots", "1" * 40),
+}
+"""Variables a ``cdp-session`` command reads, each with values meant to break it."""
+
+
+def environment_cases() -> Iterator[Case]:
+    def hostile_env(place: Place, rng: random.Random) -> list[list[str]]:
+        from cdp_integration.session.limits import ENV_VARS
+
+        session = _golden_session(place)
+        variable = rng.choice(sorted(ENVIRONMENT_ATTACKS))
+        value = rng.choice(ENVIRONMENT_ATTACKS[variable])
+        if variable == "WA_<SITE>":
+            variable = f"WA_{rng.choice(['SHOPPING', 'SHOPPING_ADMIN', 'REDDIT', 'GITLAB', 'WIKIPEDIA', 'MAP', 'HOMEPAGE'])}"
+        elif variable == "CDP_SESSION_MAX_<LIMIT>":
+            variable = rng.choice(sorted(ENV_VARS.values()))
+        place.env[variable] = value
+        if variable.startswith("CDP_STORAGE"):
+            return [["eval", "s3://runs/sessions", "-o", _out(place), "--no-progress"]]
+        if variable.startswith(("WA_", "WEBARENA")):
+            history = place.root / "h"
+            history.mkdir()
+            (history / "7.json").write_bytes(_history([_history_item(0)]))
+            return [["import", "browser-use", str(history), "-o", _out(place)]]
+        return [["info", str(session)]]
+
+    from cdp_integration.session.limits import ENV_VARS
+
+    surfaces = tuple(
+        f"env {name}" for name in ENVIRONMENT_ATTACKS if not name.startswith("CDP_SESSION_MAX")
+    ) + tuple(f"env {name}" for name in ENV_VARS.values())
+    yield Case(
+        "environment-hostile", "environment", "types", hostile_env, may_succeed=True, surfaces=surfaces
+    )
+
+
+_RUN_INFER = (
+    "run_infer.py --pool",
+    "run_infer.py --output-dir",
+    "run_infer.py --trajectories",
+    "run_infer.py --llm-base-url",
+    "run_infer.py --ray-address",
+)
+
+
+def pool_cases() -> Iterator[Case]:
+    def base(place: Place, *extra: str) -> list[str]:
+        return [
+            "--dataset", "webarena", "--output-dir", str(place.root / "o"), "--task-ids", "27",
+            "--trajectories", str(Path(__file__).parent / "standins" / "tasks.json"), *extra,
+        ]  # fmt: skip
+
+    def hostile_pool(place: Place, rng: random.Random) -> list[list[str]]:
+        place.env["WEBARENA_CDP_LOGGING"] = "true"
+        pool = place.root / "pool.toml"
+        kind = rng.choice(["deep", "url", "port", "credentials"])
+        if kind == "deep":
+            depth = rng.choice([40, 5000, 100_000])
+            pool.write_text("x = " + "[" * depth + "]" * depth + "\n")
+        else:
+            url = {
+                "url": rng.choice(HOSTILE_URLS[:4]),
+                "port": "http://127.0.0.1:1",
+                "credentials": "http://admin:hunter2@h\x1b[2J",
+            }[kind]
+            pool.write_text(f'[[deployment]]\nname = "a"\nbase_url = {json.dumps(url)}\n')
+        trajectories = place.root / "t.json"
+        depth = rng.choice([300, 5000])
+        trajectories.write_bytes(b"[" * depth + b"]" * depth)
+        url = rng.choice(HOSTILE_URLS)
+        return [
+            base(place, "--pool", str(pool)),
+            [*base(place, "--pool", str(pool))[:-2], "--trajectories", str(trajectories)],
+            ["--dataset", "webarena", "--output-dir", url, "--pool", str(pool)],
+            [*base(place), "--llm-base-url", url],
+            [
+                *base(place),
+                "--pool",
+                str(pool),
+                "--backend",
+                "ray",
+                "--ray-address",
+                url.removeprefix("http://"),
+            ],
+        ]
+
+    yield Case(
+        "pool-hostile", "pool", "depth", hostile_pool, surfaces=_RUN_INFER, program="run_infer.py",
+        expect=(),
+    )  # fmt: skip
+
+
+_FORMAT_SURFACES: dict[str, tuple[str, ...]] = {
+    "session": (
+        *_cli("show", "session_path"), *_cli("info", "session_path"), *_cli("view", "session_path"),
+        *_cli("har", "session_path"), *_cli("redact", "session_path"), *_cli("eval", "sessions_location"),
+    ),
+    "run-folder": (*_cli("eval", "sessions_location", "output_location"), *_cli("import", "output_dir")),
+    "har": _cli("har-show", "har_path"),
+    "trace": _cli("import", "path", "output_dir"),
+    "agentlab": _cli("import", "path", "output_dir"),
+    "browser-use": _cli("import", "path", "output_dir"),
+    "verified": _cli("import", "path", "output_dir"),
+    "dataset": _cli("import", "path", "output_dir"),
+}  # fmt: skip
+"""What the format's cases attack: their commands' input and output arguments."""
+
+
 def all_cases() -> list[Case]:
-    return [
+    formats = [
         *session_cases(), *run_folder_cases(), *har_cases(), *trace_cases(), *agentlab_cases(),
         *browser_use_cases(), *verified_cases(), *dataset_cases(),
+    ]  # fmt: skip
+    return [
+        *(replace(case, surfaces=case.surfaces or _FORMAT_SURFACES[case.fmt]) for case in formats),
+        *argument_cases(), *output_cases(), *config_cases(), *url_cases(), *environment_cases(), *pool_cases(),
     ]  # fmt: skip

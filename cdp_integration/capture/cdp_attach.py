@@ -43,8 +43,12 @@ _IDLE_PUMP_MS = 25
 
 def check_endpoint(endpoint: str) -> str:
     """``endpoint`` if it is an ``http(s)://host:port`` or ``ws(s)://`` DevTools URL, else ``CaptureError``."""
-    parsed = urlparse(endpoint)
-    if parsed.scheme not in ("http", "https", "ws", "wss") or not parsed.hostname:
+    try:
+        parsed = urlparse(endpoint)
+        valid = endpoint.isascii() and endpoint.isprintable() and parsed.hostname and parsed.port != -1
+    except ValueError:  # a bracket left open, a port that is no number, a host NFKC would change
+        valid = False
+    if not valid or parsed.scheme not in ("http", "https", "ws", "wss"):
         raise CaptureError(f"not a CDP endpoint (want http://host:port or ws://...): {endpoint!r}")
     return endpoint
 

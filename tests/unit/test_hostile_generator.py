@@ -55,9 +55,13 @@ def _holds_secret(path: Path) -> bool:
     return SECRET.encode() in data
 
 
+RUN_INFER = Path(__file__).parents[2] / "evaluation" / "benchmarks" / "webarena" / "run_infer.py"
+
+
 def _check(case: Case, args: list[str], place: Place, outside_before: dict[str, bytes]) -> None:
-    run = run_cli_limited(*args, cwd=place.root, timeout=wall_bound() * 2)
-    where = f"{case.name} ({case.family}): cdp-session {' '.join(args)[:300]}"
+    program = RUN_INFER if case.program == "run_infer.py" else None
+    run = run_cli_limited(*args, cwd=place.root, timeout=wall_bound() * 2, env=place.env, program=program)
+    where = f"{case.name} ({case.family}): {case.program} {' '.join(args)[:300]!r}"
     assert not run.timed_out, f"{where}: still running after {run.seconds:.0f} s"
     assert "Traceback" not in run.stderr, f"{where}:\n{run.stderr[-3000:]}"
     budget = AMPLIFICATION_RSS if case.family == "amplification" else MAX_RSS
@@ -69,9 +73,11 @@ def _check(case: Case, args: list[str], place: Place, outside_before: dict[str, 
     elif run.returncode != 0 or not lenient:
         lines = run.stderr.splitlines()
         assert run.returncode == 2, f"{where}: exit {run.returncode}\n{run.stderr[-3000:]}"
-        assert len(lines) == 1 and lines[0].startswith("cdp-session: error: "), (
+        assert len(lines) == 1 and lines[0].startswith(f"{case.program}: error: "), (
             f"{where}:\n{run.stderr[-3000:]}"
         )
+        assert "\x1b" not in run.stderr and "\x07" not in run.stderr, f"{where}: {run.stderr!r}"
+        assert "hunter2" not in run.stderr + run.stdout, f"{where}: a password was shown: {run.stderr!r}"
         for needle in case.expect:
             assert needle in lines[0], f"{where}: {lines[0]}"
     assert _tree(place.outside) == outside_before, f"{where}: wrote outside its place"
@@ -105,7 +111,8 @@ def test_the_generator_covers_every_format_and_family() -> None:
     cases = all_cases()
     formats = {case.fmt for case in cases}
     assert formats == {
-        "session", "run-folder", "har", "trace", "agentlab", "browser-use", "verified", "dataset"
+        "session", "run-folder", "har", "trace", "agentlab", "browser-use", "verified", "dataset",
+        "argument", "output", "config", "url", "environment", "pool",
     }  # fmt: skip
     families = {case.family for case in cases}
     assert {"amplification", "depth", "types", "encoding", "links", "sizes", "names"} <= families
@@ -127,3 +134,39 @@ def test_names_that_clean_to_one_file_keep_both_answers(tmp_path: Path) -> None:
 
     answers = sorted(load_session(p).final_answer or "" for p in (tmp_path / "out").iterdir())
     assert answers == ["a b", "a_b"]
+
+
+def test_every_input_surface_has_a_hostile_family() -> None:
+    """The registry (``tests/surfaces.py``: every location-taking CLI and run_infer.py parameter, every
+    environment variable read) against the cases' ``surfaces``: a new option or variable without a
+    case fails here, as does a case naming a surface that no longer exists."""
+    from tests.surfaces import DYNAMIC_READS, NOT_ATTACKED, all_surfaces, environment_reads
+
+    surfaces = all_surfaces()
+    attacked = {surface for case in all_cases() for surface in case.surfaces}
+    missing = sorted(surfaces - attacked - set(NOT_ATTACKED))
+    assert not missing, (
+        f"input surfaces no hostile case attacks (add a Case to tests/hostile_gen.py): {missing}"
+    )
+    assert not attacked - surfaces, (
+        f"cases name surfaces the code does not have: {sorted(attacked - surfaces)}"
+    )
+    assert not set(NOT_ATTACKED) - surfaces, sorted(set(NOT_ATTACKED) - surfaces)
+    assert not set(NOT_ATTACKED) & attacked, sorted(set(NOT_ATTACKED) & attacked)
+    _, unresolved = environment_reads()
+    assert unresolved == set(DYNAMIC_READS), (
+        f"environment reads whose name is computed: declare them in DYNAMIC_READS: {sorted(unresolved)}"
+    )
+
+
+def test_the_registry_sees_a_new_path_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The control: an option added to a command (here ``info --notes PATH``) is a new surface."""
+    import click
+
+    from cdp_integration.cli import cli
+    from tests.surfaces import cli_surfaces
+
+    before = cli_surfaces()
+    info = cli.commands["info"]
+    monkeypatch.setattr(info, "params", [*info.params, click.Option(["--notes"], type=click.Path())])
+    assert cli_surfaces() - before == {"cdp-session info notes"}

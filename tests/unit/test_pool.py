@@ -66,9 +66,9 @@ def test_a_json_pool_file_reads_the_same(tmp_path: Path) -> None:
         ("p.json", "[]", "non-empty list"),
         ("p.json", '[{"name": "a"}]', "no WebArena site URLs"),
         ("p.json", '[{"name": "a b", "base_url": "http://h"}]', "'name' must be letters"),
-        ("p.json", '[{"name": "a", "base_url": "h:80"}]', "base_url='h:80' is not an http(s) URL"),
+        ("p.json", '[{"name": "a", "base_url": "h:80"}]', "base_url: 'h:80' is not an http(s) URL"),
         ("p.json", '[{"name": "a", "base_url": "ftp://h"}]', "is not an http(s) URL"),
-        ("p.json", '[{"name": "a", "base_url": "http://h:x"}]', "has a bad port"),
+        ("p.json", '[{"name": "a", "base_url": "http://h:x"}]', "is not a valid URL (Port"),
         (
             "p.json",
             '[{"name": "a", "base_url": "http://h", "sites": {"SHOP": "http://s"}}]',
@@ -223,12 +223,12 @@ def test_run_infer_bad_pool_file_bad_url_and_unreachable_ray_are_one_line_exit_2
     run = _run_infer(tmp_path, "--pool", str(bad))
     assert run.returncode == 2, run.stderr
     (line,) = run.stderr.strip().splitlines()
-    assert line.startswith("run_infer.py: error: ") and "base_url='not a url' is not an http(s) URL" in line
+    assert line.startswith("run_infer.py: error: ") and "base_url: 'not a url' is not a URL" in line
 
     run = _run_infer(tmp_path, env={"WEBARENA_BASE_URL": "my-host"})
     assert run.returncode == 2
     (line,) = run.stderr.strip().splitlines()
-    assert "WEBARENA_BASE_URL='my-host' is not a URL" in line
+    assert "WEBARENA_BASE_URL: 'my-host' is not an http(s) URL" in line
 
     good = tmp_path / "good.toml"
     good.write_text('[[deployment]]\nname = "a"\nbase_url = "http://127.0.0.1"\n')
@@ -238,3 +238,89 @@ def test_run_infer_bad_pool_file_bad_url_and_unreachable_ray_are_one_line_exit_2
     (line,) = run.stderr.strip().splitlines()
     assert f"Ray cluster at 127.0.0.1:{port} is unreachable" in line
     assert not (tmp_path / "o").exists()
+
+
+# -- hostile pool files -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("x = " + "[" * 5000 + "]" * 5000 + "\n", "nested more than 32 deep"),
+        ("x = " + "{a = " * 3000 + "1" + "}" * 3000 + "\n", "nested more than 32 deep"),
+        ('[[deployment]]\nname = "a"\nbase_url = "http://[::1"\n', "is not a valid URL"),
+        ('[[deployment]]\nname = "a"\nbase_url = "http://ex\u2100ample"\n', "printable ASCII"),
+        ('[[deployment]]\nname = "a"\nbase_url = "http://h\uff0fx"\n', "printable ASCII"),
+        ('[[deployment]]\nname = "a"\nbase_url = "http://127.0.0.1:1"\n', "names the host only"),
+        ('[[deployment]]\nname = "a"\nbase_url = "http://h/x"\n', "names the host only"),
+        ('[[deployment]]\nname = "a"\nbase_url = "http://h\\u001b]52;c;eA==\\u0007"\n', "printable ASCII"),
+        (
+            '[[deployment]]\nname = "a"\nbase_url = "http://h"\nsites = { MAP = "http://h:99999" }\n',
+            "valid URL",
+        ),
+        (
+            "".join(f'[[deployment]]\nname = "d{n}"\nbase_url = "http://h"\n' for n in range(300)),
+            "more than 256",
+        ),
+    ],
+)
+def test_a_hostile_pool_file_is_one_line(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "pool.toml"
+    path.write_text(text)
+    with pytest.raises(EnvironmentSetupError, match=message) as caught:
+        load_pool(path)
+    assert "\n" not in str(caught.value) and "\x1b" not in str(caught.value)
+
+
+def test_a_pool_url_with_credentials_is_shown_and_written_without_them(tmp_path: Path) -> None:
+    """Drained: the reason on stderr hides the password; healthy: metadata.json's pool and every
+    output.jsonl line hide it too (task_runner's writers), and a planted symlink is not followed."""
+    from task_runner import append_line, write_metadata
+
+    from cdp_integration.pool import redacted
+
+    path = tmp_path / "pool.toml"
+    port = _closed_port()
+    path.write_text(
+        f'[[deployment]]\nname = "a"\nbase_url = "http://admin:hunter2@127.0.0.1"\n'
+        f'sites = {{ SHOPPING = "http://admin:hunter2@127.0.0.1:{port}" }}\n'
+    )
+    (deployment,) = load_pool(path)
+    tasks = load_webarena_tasks([21])  # a shopping task
+    with pytest.raises(EnvironmentSetupError) as caught:
+        check_pool([deployment], tasks, timeout_s=0.5)
+    assert "hunter2" not in str(caught.value) and "admin:***" not in str(caught.value)
+    assert "http://***@127.0.0.1" in str(caught.value)
+
+    out = tmp_path / "run"
+    out.mkdir()
+    write_metadata(out, {"pool": [{"name": "a", "site_urls": deployment.urls}]})
+    append_line(
+        out / "output.jsonl", {"metadata": {"site_urls": redacted(deployment.urls), "u": deployment.urls}}
+    )
+    written = (out / "metadata.json").read_text() + (out / "output.jsonl").read_text()
+    assert "hunter2" not in written and "http://***@127.0.0.1:7780/admin" in written
+
+    victim = tmp_path / "victim"
+    victim.write_text("untouched")
+    (out / "metadata.json").unlink()
+    (out / "metadata.json").symlink_to(victim)
+    (out / "output.jsonl").unlink()
+    (out / "output.jsonl").symlink_to(victim)
+    from cdp_integration.errors import SessionFormatError
+
+    with pytest.raises(SessionFormatError, match="symbolic link"):
+        write_metadata(out, {})
+    with pytest.raises(SessionFormatError, match="symbolic link"):
+        append_line(out / "output.jsonl", {})
+    assert victim.read_text() == "untouched"
+
+
+def test_the_pool_help_says_a_pool_file_is_code() -> None:
+    run = subprocess.run(
+        [sys.executable, str(SCRIPTS / "run_infer.py"), "--help"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    text = " ".join(run.stdout.split())
+    assert "A pool file is code" in text and "It is code this machine runs" in text

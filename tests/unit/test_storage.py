@@ -8,17 +8,23 @@ output written back to S3 included; a resumed run's upload keeps earlier lines.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
 from cdp_integration import storage
 from cdp_integration.errors import EnvironmentSetupError, SessionFormatError
+from tests.hostile import CliRun, run_cli_limited
 from tests.moto_s3 import MotoS3
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,7 +55,7 @@ def test_paths_and_file_urls_are_local_other_urls_are_not(tmp_path: Path) -> Non
     assert storage.is_url("gs://b/x") and not storage.is_url("C:/x") and not storage.is_url("a/b")
     with pytest.raises(EnvironmentSetupError, match="file:///path"):
         storage.local_path("file://otherhost/x")
-    with pytest.raises(EnvironmentSetupError, match=r"no fsspec driver|not a storage URL"):
+    with pytest.raises(EnvironmentSetupError, match=r"not a storage protocol"):
         storage.exists("nosuchscheme://b/x")
 
 
@@ -180,3 +186,147 @@ print(saved.saved_path)
         assert load_session(copy).end is not None
     staged = Path(run.stdout.split()[0]).parent
     assert not staged.exists(), "the staging directory is removed at exit"
+
+
+# -- hostile stores ---------------------------------------------------------------------------------
+
+
+class _Redirecting(BaseHTTPRequestHandler):
+    """Answers every request with a 302 to ``target`` (another host: 127.0.0.2)."""
+
+    target = ""
+
+    def _redirect(self) -> None:
+        self.send_response(302)
+        self.send_header("Location", self.target + self.path)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_HEAD = do_PUT = _redirect
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class _Elsewhere(BaseHTTPRequestHandler):
+    hits: ClassVar[list[str]] = []
+
+    def _answer(self) -> None:
+        self.hits.append(self.path)
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    do_GET = do_HEAD = _answer
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _serving(server: ThreadingHTTPServer) -> Iterator[ThreadingHTTPServer]:
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _store_env(endpoint: str) -> dict[str, str]:
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+        "AWS_SECRET_ACCESS_KEY": "the-secret-key-never-printed",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "CDP_STORAGE_CONNECT_TIMEOUT": "0.5",
+        "CDP_STORAGE_READ_TIMEOUT": "0.5",
+        "CDP_STORAGE_RETRIES": "1",
+    }
+
+
+def _one_line(run: CliRun) -> str:
+    assert not run.timed_out, f"still running after {run.seconds:.0f} s"
+    assert run.returncode == 2, run.stderr[-3000:]
+    (line,) = run.stderr.splitlines()
+    assert line.startswith("cdp-session: error: ") and "Traceback" not in run.stderr
+    assert "the-secret-key-never-printed" not in run.stderr + run.stdout
+    return line
+
+
+def test_a_redirect_from_the_store_is_never_followed_to_another_host(tmp_path: Path) -> None:
+    elsewhere = ThreadingHTTPServer(("127.0.0.2", 0), _Elsewhere)
+    _Elsewhere.hits = []
+    with _serving(elsewhere):
+        _Redirecting.target = f"http://127.0.0.2:{elsewhere.server_port}"
+        with _serving(ThreadingHTTPServer(("127.0.0.1", 0), _Redirecting)) as store:
+            env = _store_env(f"http://127.0.0.1:{store.server_port}")
+            for args in (
+                ["eval", "s3://runs/sessions", "-o", str(tmp_path / "out")],
+                ["eval", str(GOLDEN), "-o", "s3://runs/out"],
+            ):
+                line = _one_line(run_cli_limited(*args, "--no-progress", env=env, timeout=60))
+                assert "redirect not followed" in line, line
+    assert _Elsewhere.hits == [], "a request reached the host the store redirected to"
+
+
+def test_a_store_that_accepts_and_never_answers_times_out_in_one_line(tmp_path: Path) -> None:
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)  # connections are accepted by the kernel; nothing is ever read or answered
+        env = _store_env(f"http://127.0.0.1:{silent.getsockname()[1]}")
+        run = run_cli_limited("eval", "s3://runs/sessions", "-o", str(tmp_path / "o"), env=env, timeout=60)
+        assert "timeout" in _one_line(run).lower()
+        assert run.seconds < 30, f"{run.seconds:.1f} s: the read timeout (0.5 s, two attempts) was not kept"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "data://c2VjcmV0",
+        "reference://x",
+        "dir://x",
+        "generic://x",
+        "zip://a.session.jsonl.gz::s3://runs/a.zip",
+        "s3://runs/x::tar://y",
+        "http://127.0.0.1:1/sessions",
+        "memory://x",
+    ],
+)
+def test_protocols_outside_the_allow_list_are_one_line(url: str, tmp_path: Path) -> None:
+    with pytest.raises(EnvironmentSetupError, match=r"not a storage protocol|chained URLs"):
+        storage.local_path(url)
+    with pytest.raises(EnvironmentSetupError, match=r"not a storage protocol|chained URLs"):
+        storage.find(url, (".gz",))
+
+
+def test_credentials_in_a_storage_url_are_never_printed(tmp_path: Path) -> None:
+    env = _store_env("http://127.0.0.1:1")
+    run = run_cli_limited(
+        "eval",
+        "s3://AKID:the-secret-key-never-printed@runs/s",
+        "-o",
+        str(tmp_path / "o"),
+        env=env,
+        timeout=60,
+    )
+    assert "***" in _one_line(run)
+    with pytest.raises(EnvironmentSetupError) as caught:
+        storage.local_path("gopher://user:the-secret-key-never-printed@h/x")
+    assert "the-secret-key-never-printed" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("CDP_STORAGE_READ_TIMEOUT", "soon"),
+        ("CDP_STORAGE_CONNECT_TIMEOUT", "nan"),
+        ("CDP_STORAGE_RETRIES", "-1"),
+    ],
+)
+def test_a_bad_timeout_setting_is_one_line(name: str, value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(EnvironmentSetupError, match=name):
+        storage.exists("s3://runs/x")

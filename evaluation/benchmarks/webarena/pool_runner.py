@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import json
 import os
 import shutil
 import sys
@@ -33,14 +32,14 @@ from typing import Any
 from cdp_integration import storage
 from cdp_integration.cluster import check_address, ray_session
 from cdp_integration.deployment import WebArenaTaskSpec, site_urls_from_environment
-from cdp_integration.errors import EnvironmentSetupError
-from cdp_integration.pool import Deployment, check_pool, load_pool
+from cdp_integration.errors import EnvironmentSetupError, escape_controls, redact_credentials
+from cdp_integration.pool import Deployment, check_pool, load_pool, redacted
 from cdp_integration.session.store import PARTIAL_SUFFIX
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import webarena_dataset  # this directory's own modules
 from scheduler import PoolScheduler
-from task_runner import done_instances
+from task_runner import append_line, done_instances, write_metadata
 
 __all__ = ["DeploymentWorker", "RunOutput", "run_pool"]
 
@@ -205,7 +204,9 @@ def run_pool(
     output: RunOutput,
     metadata: dict[str, Any],
     *,
-    log: Callable[[str], None] = lambda text: print(text, file=sys.stderr),
+    log: Callable[[str], None] = lambda text: print(
+        escape_controls(redact_credentials(text)), file=sys.stderr
+    ),
 ) -> Path:
     """Every selected task not yet in ``output.jsonl``, over the pool; returns the local ``output.jsonl``."""
     pool = load_deployments(args)
@@ -221,10 +222,10 @@ def run_pool(
     done = done_instances(output_path)
     metadata = metadata | {
         "backend": args.backend,
-        "pool": [{"name": d.name, "site_urls": d.urls, "node_label": d.node_label} for d in pool],
+        "pool": [{"name": d.name, "site_urls": redacted(d.urls), "node_label": d.node_label} for d in pool],
         "drained": drained,
     }
-    (output.dir / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
+    write_metadata(output.dir, metadata)
     numbers = {spec.task_id: number for number, spec in enumerate(dataset.tasks)}
     pending = [spec for spec in dataset.tasks if f"webarena.{spec.task_id}" not in done]
     by_name = {deployment.name: deployment for deployment in healthy}
@@ -284,14 +285,13 @@ def run_pool(
             line["metadata"]["retries"] = len(lost or ())
             if lost:
                 line["metadata"]["retried_after"] = lost
-            with open(output_path, "a") as out:
-                out.write(json.dumps(line, default=str) + "\n")
+            append_line(output_path, line)
             output.publish_line(line, session_uploaded=True)  # the worker put the session there
     finally:
         backend.close(slots)
     if drained != metadata["drained"]:
         metadata["drained"] = drained
-        (output.dir / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
+        write_metadata(output.dir, metadata)
     return output_path
 
 

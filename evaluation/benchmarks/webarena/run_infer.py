@@ -38,7 +38,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from cdp_integration.demo import DemoSite
 from cdp_integration.demo.tasks import DemoTask, configure_demo_environment, load_demo_tasks
-from cdp_integration.errors import CDPIntegrationError
+from cdp_integration.errors import CDPIntegrationError, one_line_error, redact_credentials
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import sdk_v0  # this directory's own modules (sdk_v1 is imported by --sdk v1 only)
@@ -53,7 +53,7 @@ from task_runner import (
     webarena_task_run,
 )
 
-__all__ = ["main", "parse_args", "task_source"]
+__all__ = ["build_parser", "main", "parse_args", "task_source"]
 
 
 def _selected_tasks(args: argparse.Namespace) -> list[DemoTask]:
@@ -121,7 +121,8 @@ def _child_argv(argv: list[str]) -> list[str]:
     return kept
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (also read by the input-surface registry, ``tests/surfaces.py``)."""
     parser = argparse.ArgumentParser(prog="run_infer.py", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--output-dir",
@@ -179,7 +180,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=None,
         metavar="FILE",
         help="--dataset webarena: a TOML or JSON file listing deployments (site URLs, reset command, node "
-        "label); a task goes to any deployment free for it.",
+        "label); a task goes to any deployment free for it. A pool file is code: its reset_cmd values are "
+        "shell commands run on this machine (or the Ray node); use only pool files you wrote or trust.",
     )
     group.add_argument(
         "--backend",
@@ -202,7 +204,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     # what a --num-workers run gives each V0 child (sdk_v0.child_driver), not for users
     parser.add_argument("--v0-episode", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--v0-ready-fd", type=int, default=None, help=argparse.SUPPRESS)
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = build_parser()
     args = parser.parse_args(argv)
+    if args.llm_base_url is not None:
+        from cdp_integration.deployment import check_site_url
+        from cdp_integration.errors import EnvironmentSetupError
+
+        try:
+            check_site_url(args.llm_base_url)
+        except EnvironmentSetupError as exc:
+            parser.exit(2, f"run_infer.py: error: --llm-base-url: {one_line_error(exc)}\n")
     if args.sdk == "v1" and args.mode != "agent":
         parser.error("--sdk v1 runs the agent (--mode agent); --mode direct is V0's BrowserEnv")
     if args.num_workers < 1:
@@ -212,7 +227,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     webarena_dataset.check_arguments(parser, args)
     from cdp_integration import storage
 
-    args.output_dir = storage.local_path(args.output_location)  # None: a storage URL
+    try:
+        args.output_dir = storage.local_path(args.output_location)  # None: a storage URL
+    except CDPIntegrationError as exc:
+        parser.exit(2, f"run_infer.py: error: --output-dir: {one_line_error(exc)}\n")
     if (args.pool is not None or args.backend == "ray") and args.dataset != "webarena":
         parser.error("--pool and --backend ray run --dataset webarena (a deployment every worker can reach)")
     if args.pool is not None and args.backend == "local" and args.num_workers > 1:
@@ -229,6 +247,10 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> Path:
         tasks, _, _ = task_source(args)
         sdk_v0.play_child(args, tasks)
         return Path(args.v0_episode)
+    if args.pool is not None:  # every URL checked before anything is created or started
+        from cdp_integration.pool import load_pool
+
+        load_pool(args.pool)
     output = pool_runner.RunOutput(args.output_location)
     try:
         if args.pool is not None or args.backend == "ray":
@@ -291,12 +313,15 @@ def main(argv: Sequence[str] | None = None) -> None:
             )
     try:
         output = run(args, list(sys.argv[1:] if argv is None else argv))
-    except CDPIntegrationError as exc:  # a bad setting or a failed reset: the tasks before it are done
-        print(f"run_infer.py: error: {exc}", file=sys.stderr)
+    except (
+        CDPIntegrationError,
+        OSError,
+    ) as exc:  # a bad setting or a failed reset: the tasks before it are done
+        print(f"run_infer.py: error: {one_line_error(exc)}", file=sys.stderr)
         sys.exit(2)
     if args.v0_episode is None:
         print(
-            f"wrote {args.output_location.rstrip('/')}/output.jsonl"
+            f"wrote {redact_credentials(args.output_location.rstrip('/'))}/output.jsonl"
             if args.output_dir is None
             else f"wrote {output}"
         )

@@ -45,7 +45,9 @@ from cdp_integration.demo.tasks import (
     site_urls,
 )
 from cdp_integration.deployment import WebArenaTaskSpec
+from cdp_integration.errors import redact_credentials
 from cdp_integration.session.store import SESSION_SUFFIX
+from cdp_integration.session.untrusted import open_output
 from cdp_integration.webarena import substitute_placeholders
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -338,6 +340,30 @@ Driver = Callable[[Path], contextlib.AbstractContextManager[PlayEpisode]]
 private directory (``private_home``)."""
 
 
+def _hidden(value: Any) -> Any:
+    """``value`` with every string's URL credentials hidden (``errors.redact_credentials``)."""
+    if isinstance(value, str):
+        return redact_credentials(value)
+    if isinstance(value, dict):
+        return {key: _hidden(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_hidden(item) for item in value]
+    return value
+
+
+def write_metadata(output_dir: Path, metadata: dict[str, Any]) -> None:
+    """``metadata.json``, never through a symlink planted there, URL credentials hidden (it is shared
+    with the run)."""
+    with open_output(output_dir / "metadata.json") as out:
+        out.write((json.dumps(_hidden(metadata), indent=2, default=str) + "\n").encode())
+
+
+def append_line(output: Path, line: dict[str, Any]) -> None:
+    """One ``output.jsonl`` line, appended without following a symlink, URL credentials hidden."""
+    with open_output(output, append=True) as out:
+        out.write((json.dumps(_hidden(line), default=str) + "\n").encode())
+
+
 def done_instances(output: Path) -> set[str]:
     """The instance ids ``output.jsonl`` has a line for (a resumed run skips them)."""
     done = set()
@@ -369,7 +395,7 @@ def run_tasks(
     output_dir.mkdir(parents=True, exist_ok=True)
     output = output_dir / "output.jsonl"
     done = done_instances(output)
-    (output_dir / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
+    write_metadata(output_dir, metadata)
     with (
         private_home() as home,
         environment if environment is not None else contextlib.nullcontext(),
@@ -392,8 +418,7 @@ def run_tasks(
                     finally:
                         scheduler.done(task)
                     with write:
-                        with open(output, "a") as out:
-                            out.write(json.dumps(line, default=str) + "\n")
+                        append_line(output, line)
                         if after_line is not None:
                             after_line(line)
 

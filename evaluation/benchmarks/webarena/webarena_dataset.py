@@ -29,7 +29,7 @@ from cdp_integration.deployment import (
     run_reset,
     site_urls_from_environment,
 )
-from cdp_integration.errors import EnvironmentSetupError
+from cdp_integration.errors import EnvironmentSetupError, escape_controls, redact_credentials
 
 __all__ = ["TRAJECTORIES_VARIABLE", "WebArenaRun", "load_trajectories"]
 
@@ -199,7 +199,7 @@ class WebArenaRun:
         command = self.reset_cmd
         if not command or not needs_reset(task, self.args.reset_when):
             return None
-        print(f"webarena.{task.task_id}: resetting ({command})", file=sys.stderr)
+        print(escape_controls(f"webarena.{task.task_id}: resetting ({command})"), file=sys.stderr)
         seconds = run_reset(command, task, self.urls)
         self.resets += 1
         return round(seconds, 1)
@@ -214,7 +214,7 @@ class WebArenaRun:
 
     def metadata(self) -> dict[str, Any]:
         return {
-            "site_urls": self.urls,
+            "site_urls": {site: redact_credentials(url) for site, url in self.urls.items()},
             "reset_cmd": self.args.reset_cmd,
             "reset_when": self.args.reset_when,
         }
@@ -228,7 +228,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="CMD",
         help="Shell command run before each task that needs a fresh deployment (see --reset-when), with "
-        "WEBARENA_TASK_ID, WEBARENA_TASK_SITES and WA_<SITE> in its environment.",
+        "WEBARENA_TASK_ID, WEBARENA_TASK_SITES and WA_<SITE> in its environment. It is code this machine "
+        "runs, as is a pool file's reset_cmd.",
     )
     group.add_argument(
         "--reset-when",
