@@ -850,8 +850,9 @@ class _MainIndex:
 class _Builder:
     """Walks the trace once, building the state at each step boundary."""
 
-    def __init__(self, trace: _Trace) -> None:
+    def __init__(self, trace: _Trace, limits: SessionLimits) -> None:
         self.trace = trace
+        self.limits = limits
         self.evaluator = _evaluator_pages(trace)
         self.jar = CookieJar()
         self.network_done = 0
@@ -1101,6 +1102,9 @@ class _Builder:
         if not actions:
             boundaries = [(None, None)]
         steps: list[Step] = []
+        # Every step holds a tab state per open page: bounded like steps, or a few KB of trace that
+        # opens a page per action would make a session of pages x actions tabs.
+        tab_states = 0
         active_page = next((a.page for a in actions if a.page), None)
         for number, (done, upcoming) in enumerate(boundaries):
             if done is not None and done.page:
@@ -1115,6 +1119,13 @@ class _Builder:
                 and page.opened < limit_line
                 and (page.closed is None or page.closed > limit_line)
             ]
+            tab_states += len(open_pages)
+            if tab_states > self.limits.max_steps:
+                raise SessionFormatError(
+                    f"{trace.source}: step {number}: more than {self.limits.max_steps} tab states "
+                    f"(open pages summed over the steps, {len(open_pages)} open here; "
+                    f"{limit_hint('max_steps')}); refused"
+                )
             if active_page is None or all(p.page_id != active_page for p in open_pages):
                 active_page = open_pages[0].page_id if open_pages else None
             tabs = [
@@ -1184,7 +1195,7 @@ def import_trace(
     with ZipReader(path, zip_limits, root=root) as reader:
         names = list(reader.names())
         trace = _read_trace(reader, limits)
-        builder = _Builder(trace)
+        builder = _Builder(trace, limits)
         steps, end_network, probe_pages = builder.steps()
     lacks = sorted(
         {
