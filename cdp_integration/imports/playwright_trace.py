@@ -65,7 +65,7 @@ from cdp_integration.session.models import (
     Step,
     TabState,
 )
-from cdp_integration.session.untrusted import Budget, iter_lines, parse_json
+from cdp_integration.session.untrusted import Budget, ascii_int, iter_lines, parse_json
 
 __all__ = ["MAX_RENDERED_NODES", "import_trace", "import_traces", "render_snapshot_html"]
 
@@ -1178,8 +1178,7 @@ class _Builder:
 
 def _task_id(path: Path) -> int | None:
     """``<task_id>.zip`` (WebArena's ``run.py`` naming) gives the task id."""
-    stem = path.name.removesuffix(".zip")
-    return int(stem) if stem.isdigit() else None
+    return ascii_int(path.name.removesuffix(".zip"))
 
 
 def import_trace(
