@@ -46,8 +46,9 @@ from typing import Any, Protocol
 import orjson
 
 from cdp_integration.errors import EvaluationError, SessionFormatError
+from cdp_integration.evaluate import session_line
 from cdp_integration.evaluate.session_line import (
-    SCORER_MODULE,
+    DEFAULT_SCORER,
     WORKER_CRASH,
     Job,
     Outcome,
@@ -69,8 +70,10 @@ from cdp_integration.session.untrusted import (
 
 __all__ = [
     "BACKENDS",
+    "DEFAULT_SCORER",
     "OUTPUT_NAME",
     "SCORERS",
+    "WORKER_CRASH",
     "BatchSummary",
     "Progress",
     "ProgressFactory",
@@ -330,8 +333,8 @@ def _check_default_scorer(*, import_it: bool) -> None:
     """Fail before any output if the real scorer is missing (workers re-import it themselves)."""
     if import_it:
         default_score_fn()
-    elif importlib.util.find_spec(SCORER_MODULE) is None:
-        raise EvaluationError(f"the offline scorer ({SCORER_MODULE}) is not installed")
+    elif importlib.util.find_spec(session_line.SCORER_MODULE) is None:
+        raise EvaluationError(f"the offline scorer ({session_line.SCORER_MODULE}) is not installed")
 
 
 def _check_picklable(score_fn: ScoreFn) -> None:
