@@ -126,7 +126,11 @@ def test_the_graph_is_read_from_the_source() -> None:
     found = {(e.source, e.target, e.in_function) for e in GRAPH}
     assert ("cdp_integration.replay.page", "cdp_integration.session.models", False) in found
     assert ("cdp_integration.cli", "cdp_integration.demo.job", True) in found  # inside the command
-    assert ("cdp_integration.evaluate.session_line", "cdp_integration.evaluate.scoring", False) in found  # a string
+    assert (
+        "cdp_integration.evaluate.session_line",
+        "cdp_integration.evaluate.scoring",
+        False,
+    ) in found  # a string
     assert len({e.source for e in GRAPH}) > 40
 
 
