@@ -444,7 +444,7 @@ _READ_CHUNK = 1 << 20
 
 def _iter_lines(
     fd: int, source: str, limits: SessionLimits, complete: list[bool], blobs: _Blobs | None = None
-) -> Iterator[bytes]:
+) -> Iterator[bytes | bytearray]:
     """The lines of the (gzip or plain) file ``fd``, inflated incrementally and bounded.
 
     Memory holds one line at a time: each piece (at most ``_READ_CHUNK`` bytes, inflated or read) is
@@ -552,7 +552,7 @@ def _pieces(fd: int, source: str, state: dict[str, bool]) -> Iterator[bytes]:
 
 
 def _iter_records(
-    lines: Iterator[bytes], blobs: _Blobs, limits: SessionLimits, complete: list[bool]
+    lines: Iterator[bytes | bytearray], blobs: _Blobs, limits: SessionLimits, complete: list[bool]
 ) -> Iterator[tuple[int, dict[str, Any], int]]:
     """Parsed records with what each costs in memory (bytes, plus ``_VALUE_BYTES`` per JSON value),
     each bounded in values, in that cost (counted as built before it is parsed: every record of a
