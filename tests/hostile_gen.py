@@ -21,6 +21,7 @@ import os
 import pickle
 import random
 import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -308,6 +309,21 @@ def session_cases() -> Iterator[Case]:
         )
         return [["info", str(path)], ["redact", str(path), "-o", str(place.root / "r.session.jsonl.gz")]]
 
+    def big_blobs(place: Place, rng: random.Random) -> list[list[str]]:
+        """Blobs of 255 MiB each, ~1 MB zipped: a read of it inflates past 1 GiB in one go."""
+        d = place.root / "s"
+        d.mkdir()
+        deflate = zlib.compressobj(rng.choice([6, 9]), zlib.DEFLATED, 31)
+        header = orjson.dumps(corpus.header()) + b"\n"
+        parts, piece = [deflate.compress(header)], b"a" * (1 << 20)
+        for n in range(rng.choice([5, 7])):
+            parts.append(deflate.compress(b'{"type":"blob","id":"b%d","data":"' % n))
+            parts += [deflate.compress(piece) for _ in range(255)]
+            parts.append(deflate.compress(b'"}\n'))
+        (d / "a.session.jsonl.gz").write_bytes(b"".join([*parts, deflate.flush()]))
+        return _session_commands(d / "a.session.jsonl.gz", place)
+
+    yield Case("session-big-blobs", "session", "amplification", big_blobs)
     yield Case("session-amplified", "session", "amplification", amplified)
     yield Case("session-deep", "session", "depth", deep)
     yield Case("session-types", "session", "types", confused)
@@ -357,6 +373,43 @@ def run_folder_cases() -> Iterator[Case]:
         (out / "output.jsonl").write_bytes(b"{" + b" " * (LIMITS.max_record_bytes + 10))
         return [["eval", str(d), "-o", str(out), "--no-progress"]]
 
+    def run_line(task_id: Any = 7, score: Any = 1.0, session_path: str = "a.session.jsonl.gz") -> bytes:
+        return orjson.dumps({
+            "instance_id": "a", "instance": {"task_id": task_id, "sites": ["shopping"]},
+            "test_result": {"score": score, "max_score": score}, "metadata": {"session_path": session_path},
+        }) + b"\n"  # fmt: skip
+
+    def compared(place: Place, rng: random.Random) -> list[list[str]]:
+        """A run beside one that is no run: a score that overflows sums, a task id int() refuses, text."""
+        for name, data in (
+            ("a", run_line() * 2),
+            ("b", rng.choice([
+                run_line(score=1e308) * rng.choice([2, 1100]), run_line(task_id=rng.choice(["²", "¹", "9" * 5000])),
+                b"hello world\n", run_line()[: rng.randrange(5, 40)],
+            ])),
+        ):  # fmt: skip
+            (place.root / name).mkdir()
+            (place.root / name / "output.jsonl").write_bytes(data)
+        return [["compare", str(place.root / "a"), str(place.root / "b"), "-o", _out(place)]]
+
+    def resumed_nul(place: Place, rng: random.Random) -> list[list[str]]:
+        d = golden(place)
+        out = place.root / "out"
+        out.mkdir()
+        (out / "output.jsonl").write_bytes(run_line(session_path=rng.choice(["a\x00b", "\x00", "x/\x00/.."])))
+        return [["eval", str(d), "-o", str(out), "--no-progress", "--viewers"]]
+
+    def config_name(place: Place, rng: random.Random) -> list[list[str]]:
+        d = golden(place)
+        configs = place.root / "configs"
+        configs.mkdir()
+        name = rng.choice(["¹", "²", "٣", "9" * 5000])[:200]
+        (configs / f"{name}.json").write_bytes(orjson.dumps({"task_id": 1, "eval": {"eval_types": []}}))
+        return [["eval", str(d), "--configs", str(configs), "-o", _out(place), "--no-progress"]]
+
+    yield Case("compare-no-run", "run-folder", "types", compared)
+    yield Case("eval-resumed-nul-session-path", "run-folder", "encoding", resumed_nul)
+    yield Case("eval-configs-unicode-digits", "run-folder", "names", config_name)
     yield Case("eval-output-dir-symlink", "run-folder", "links", eval_output_link)
     yield Case("eval-output-jsonl-symlink", "run-folder", "links", output_jsonl_link)
     yield Case("import-partial-symlink", "run-folder", "links", partial_link)
@@ -466,6 +519,24 @@ def trace_cases() -> Iterator[Case]:
         (traces / "1.zip").symlink_to(secret)
         return [["import", "playwright-trace", str(traces), "-o", _out(place)]]
 
+    def page_per_action(place: Place, rng: random.Random) -> list[list[str]]:
+        """A few KB: every action opens a page that stays open (pages x actions tab states)."""
+        events: list[Any] = [TRACE_HEAD[0]]
+        for n in range(rng.choice([600, 1200])):
+            page = f"page@{n}"
+            events.append(
+                {"type": "event", "class": "BrowserContext", "method": "page", "params": {"pageId": page}}
+            )
+            events.append({
+                "type": "before", "callId": f"a{n}", "class": "Frame", "method": "click", "startTime": float(n),
+                "pageId": page, "params": {"selector": "p"},
+            })  # fmt: skip
+            events.append({"type": "after", "callId": f"a{n}", "endTime": n + 0.5})
+        return [["import", "playwright-trace", str(_trace(place.root / "1.zip", events)), "-o", _out(place)]]
+
+    yield Case(
+        "trace-page-per-action", "trace", "amplification", page_per_action, expect=("CDP_SESSION_MAX_STEPS",)
+    )
     yield Case("trace-text-readded", "trace", "amplification", text_readded)
     yield Case("trace-many-members", "trace", "amplification", many_members)
     yield Case("trace-newlines", "trace", "amplification", newlines)

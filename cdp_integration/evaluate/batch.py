@@ -34,7 +34,6 @@ import multiprocessing.connection
 import os
 import signal
 import time
-import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, ExitStack
@@ -42,26 +41,39 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 import orjson
 
-from cdp_integration.errors import CDPIntegrationError, EvaluationError, SessionFormatError
-from cdp_integration.evaluate.explain import error_attribution
+from cdp_integration.errors import EvaluationError, SessionFormatError
+from cdp_integration.evaluate import session_line
+from cdp_integration.evaluate.session_line import (
+    DEFAULT_SCORER,
+    WORKER_CRASH,
+    Job,
+    Outcome,
+    ScoreFn,
+    default_score_fn,
+    error_record,
+    score_one,
+)
 from cdp_integration.session.limits import SessionLimits
+from cdp_integration.session.store import SESSION_SUFFIX as _SESSION_SUFFIX
 from cdp_integration.session.untrusted import (
+    ascii_int,
     is_within,
     iter_file_lines,
     make_output_dir,
-    open_input,
     open_output,
     read_json,
 )
 
 __all__ = [
     "BACKENDS",
+    "DEFAULT_SCORER",
     "OUTPUT_NAME",
     "SCORERS",
+    "WORKER_CRASH",
     "BatchSummary",
     "Progress",
     "ProgressFactory",
@@ -70,9 +82,6 @@ __all__ = [
     "load_configs",
     "score_directory",
 ]
-
-ScoreFn = Callable[..., Mapping[str, Any]]
-"""``(path, configs[, scorer=name]) -> result dict``, the contract of ``score_session_file``."""
 
 
 class Progress(Protocol):
@@ -86,27 +95,8 @@ the command layer passes a progress bar, the library draws none itself."""
 OUTPUT_NAME = "output.jsonl"
 SCORERS = ("webarena", "verified")
 BACKENDS = ("local", "ray")
-DEFAULT_SCORER = "webarena"
-WORKER_CRASH = "WorkerCrash"
-"""``error_type`` of a session whose worker process died while scoring it."""
 
-_SESSION_SUFFIX = ".session.jsonl.gz"
 _PARTIAL_SUFFIX = _SESSION_SUFFIX + ".partial"
-_SCORER_MODULE = "cdp_integration.evaluate.scoring"
-_INSTANCE_FIELDS = ("task_id", "intent_template_id", "sites", "eval_types")
-_RESULT_FIELDS = (
-    "score",
-    "max_score",
-    "live_reward",
-    "live_max",
-    "answer",
-    "error",
-    "error_type",
-    "provenance",
-    "checks",
-    "attribution",
-)
-_TRACEBACK_CHARS = 4000
 
 
 @dataclass(frozen=True)
@@ -133,12 +123,6 @@ class BatchSummary:
     @property
     def sessions_per_s(self) -> float:
         return self.scored / self.elapsed_s if self.elapsed_s > 0 else 0.0
-
-
-class _Job(NamedTuple):
-    path: str
-    rel: str
-    """Posix path relative to the sessions directory: the resume key."""
 
 
 def discover_sessions(root: Path) -> tuple[list[Path], list[Path]]:
@@ -168,16 +152,19 @@ def load_configs(path: str | os.PathLike[str]) -> dict[int, dict[str, Any]]:
     """
     path = Path(path)
     if path.is_dir():
-        files = sorted(
-            (p for p in path.iterdir() if p.suffix == ".json" and p.stem.isdigit()), key=lambda p: int(p.stem)
+        numbered = (
+            (number, p)
+            for p in path.iterdir()
+            if p.suffix == ".json" and (number := ascii_int(p.stem)) is not None
         )
+        files = [p for _, p in sorted(numbered)]
         if not files:
             raise EvaluationError(f"{path}: no <task_id>.json config files in this directory")
         configs: dict[int, dict[str, Any]] = {}
         for file in files:
             document = _read_json(file)
             item = _config_of(document, f"{file}")
-            task_id = item.get("task_id", int(file.stem))
+            task_id = item.get("task_id", ascii_int(file.stem))
             _add_config(configs, task_id, item, f"{file}")
         return configs
     if not path.exists():
@@ -285,7 +272,7 @@ def score_directory(
     output_path = output_root / OUTPUT_NAME
     done = _prepare_output(output_path, resume=resume)
     jobs = [
-        _Job(storage.join(location, rel) if remote else str(path), rel)
+        Job(storage.join(location, rel) if remote else str(path), rel)
         for path in sessions
         if (rel := path.relative_to(sessions_root).as_posix()) not in done
     ]
@@ -297,7 +284,7 @@ def score_directory(
     with ExitStack() as stack:
         out = stack.enter_context(open_output(output_path, append=True))
         bar: Progress = stack.enter_context(progress(len(jobs)) if progress and jobs else _NoProgress())
-        outcomes: Iterator[_Outcome]
+        outcomes: Iterator[Outcome]
         if not jobs:
             outcomes = iter(())
         elif backend == "ray":
@@ -310,8 +297,8 @@ def score_directory(
                 )
             )
         elif workers == 1:
-            fn = score_fn or _default_score_fn()
-            outcomes = (_score_one(fn, job, configs, scorer, options) for job in jobs)
+            fn = score_fn or default_score_fn()
+            outcomes = (score_one(fn, job, configs, scorer, options) for job in jobs)
         else:
             pool = stack.enter_context(
                 _WorkerPool(min(workers, len(jobs)), score_fn, configs, scorer, options)
@@ -345,9 +332,9 @@ def score_directory(
 def _check_default_scorer(*, import_it: bool) -> None:
     """Fail before any output if the real scorer is missing (workers re-import it themselves)."""
     if import_it:
-        _default_score_fn()
-    elif importlib.util.find_spec(_SCORER_MODULE) is None:
-        raise EvaluationError(f"the offline scorer ({_SCORER_MODULE}) is not installed")
+        default_score_fn()
+    elif importlib.util.find_spec(session_line.SCORER_MODULE) is None:
+        raise EvaluationError(f"the offline scorer ({session_line.SCORER_MODULE}) is not installed")
 
 
 def _check_picklable(score_fn: ScoreFn) -> None:
@@ -360,17 +347,6 @@ def _check_picklable(score_fn: ScoreFn) -> None:
             f"score_fn {score_fn!r} cannot be sent to worker processes ({exc}); "
             "use a module-level function or workers=1"
         ) from None
-
-
-def _default_score_fn() -> ScoreFn:
-    try:
-        module = importlib.import_module(_SCORER_MODULE)
-    except ImportError as exc:
-        raise EvaluationError(f"the offline scorer ({_SCORER_MODULE}) cannot be imported: {exc}") from None
-    score: ScoreFn | None = getattr(module, "score_session_file", None)
-    if score is None:
-        raise EvaluationError(f"the offline scorer ({_SCORER_MODULE}) has no score_session_file")
-    return score
 
 
 def _prepare_output(path: Path, *, resume: bool) -> set[str]:
@@ -398,6 +374,10 @@ def _prepare_output(path: Path, *, resume: bool) -> set[str]:
                     f"{path}: line {number} was not written by eval_infer (no metadata.session_path); "
                     "choose another output directory"
                 )
+            if "\0" in rel:
+                raise EvaluationError(
+                    f"{path}: line {number}: metadata.session_path holds a NUL byte; not a path"
+                )
             done.add(rel)
         file.seek(0, os.SEEK_END)
         if not resume:
@@ -406,137 +386,6 @@ def _prepare_output(path: Path, *, resume: bool) -> set[str]:
         if file.tell() > complete_bytes:
             file.truncate(complete_bytes)
     return done
-
-
-class _Outcome(NamedTuple):
-    line: bytes
-    error_type: str | None
-
-
-def _score_one(
-    fn: ScoreFn,
-    job: _Job,
-    configs: Mapping[int, dict[str, Any]] | None,
-    scorer: str | None,
-    options: Mapping[str, bool] | None = None,
-) -> _Outcome:
-    """Score one session into its output line (empty if the scorer skipped it); any exception
-    becomes an error line."""
-    from cdp_integration import storage
-
-    started = time.perf_counter()
-    try:
-        if storage.local_path(job.path) is not None:  # a storage URL is read into a bounded temp copy
-            _refuse_links(Path(job.path), job.rel)
-        kwargs = {**({"scorer": scorer} if scorer is not None else {}), **(options or {})}
-        with storage.local_copy(job.path) as path:  # a storage URL: a bounded temp copy
-            result = fn(path, configs, **kwargs)
-        if not isinstance(result, Mapping):
-            raise TypeError(f"the scorer returned {type(result).__name__}, not a dict")
-        if result.get("skipped"):
-            return _Outcome(b"", None)
-        record = _result_record(result, job, scorer, elapsed_ms=(time.perf_counter() - started) * 1000)
-        return _Outcome(orjson.dumps(record) + b"\n", record["test_result"]["error_type"])
-    except (Exception, SystemExit) as exc:
-        error_type = type(exc).__name__
-        trace = None
-        if not isinstance(exc, CDPIntegrationError):
-            trace = traceback.format_exc()[-_TRACEBACK_CHARS:]
-        record = _error_record(
-            job,
-            scorer,
-            error=str(exc) or error_type,
-            error_type=error_type,
-            duration_ms=(time.perf_counter() - started) * 1000,
-            trace=trace,
-        )
-        _add_header_facts(record, Path(job.path))
-        return _Outcome(orjson.dumps(record) + b"\n", error_type)
-
-
-def _refuse_links(path: Path, rel: str) -> None:
-    """A session found in the sessions folder is read only inside it: a symlink is refused, not followed."""
-    depth = len(Path(rel).parts)
-    root = path.parents[depth - 1] if depth else path.parent
-    os.close(open_input(path, root=root, what="session file"))
-
-
-def _fallback_instance_id(job: _Job) -> str:
-    name = Path(job.rel).name
-    return name.removesuffix(_SESSION_SUFFIX)
-
-
-def _result_record(
-    result: Mapping[str, Any], job: _Job, scorer: str | None, *, elapsed_ms: float
-) -> dict[str, Any]:
-    instance = {name: result.get(name) for name in _INSTANCE_FIELDS}
-    instance["sites"] = list(instance["sites"] or [])
-    instance["eval_types"] = list(instance["eval_types"] or [])
-    test_result = {name: result.get(name) for name in _RESULT_FIELDS}
-    duration = result.get("duration_ms")
-    test_result["duration_ms"] = duration if isinstance(duration, int | float) else elapsed_ms
-    if test_result["error"] is not None and test_result["error_type"] is None:
-        test_result["error_type"] = "Error"
-    test_result["partial"] = bool(result.get("partial"))  # no end record: scored on its last readable step
-    if test_result["attribution"] is None and test_result["error_type"] is not None:
-        test_result["attribution"] = error_attribution(test_result["error_type"], test_result["error"])
-    return {
-        "instance_id": str(result.get("instance_id") or _fallback_instance_id(job)),
-        "instance": instance,
-        "history": list(result.get("history") or []),
-        "test_result": test_result,
-        "metadata": {"session_path": job.rel, "scorer": scorer or DEFAULT_SCORER},
-    }
-
-
-def _add_header_facts(record: dict[str, Any], path: Path) -> None:
-    """What the header of a session that failed to score still tells: ``imported:<format>``
-    provenance (an imported one's miss still says where it came from) and its task id, template and
-    sites, so the failure counts as a trial of its task. A header that cannot be read adds nothing."""
-    from cdp_integration.imports.common import imported_provenance
-    from cdp_integration.session.store import read_header
-
-    try:
-        header = read_header(path)
-        record["test_result"]["provenance"] = imported_provenance(header.options)
-    except (CDPIntegrationError, OSError, ValueError, RecursionError, MemoryError):
-        return
-    task = header.task if isinstance(header.task, dict) else {}
-    found = task.get("config")
-    config: dict[str, Any] = found if isinstance(found, dict) else {}
-    task_id = task.get("task_id", config.get("task_id"))
-    if isinstance(task_id, int) and not isinstance(task_id, bool):
-        record["instance"]["task_id"] = task_id
-    template = config.get("intent_template_id")
-    if isinstance(template, int | str) and not isinstance(template, bool):
-        record["instance"]["intent_template_id"] = template
-    sites = config.get("sites")
-    if isinstance(sites, list) and all(isinstance(site, str) for site in sites):
-        record["instance"]["sites"] = list(sites)
-
-
-def _error_record(
-    job: _Job,
-    scorer: str | None,
-    *,
-    error: str,
-    error_type: str,
-    duration_ms: float,
-    trace: str | None = None,
-) -> dict[str, Any]:
-    test_result: dict[str, Any] = dict.fromkeys(_RESULT_FIELDS)
-    test_result.update(error=error, error_type=error_type, duration_ms=duration_ms)
-    test_result["attribution"] = error_attribution(error_type, error)
-    metadata: dict[str, Any] = {"session_path": job.rel, "scorer": scorer or DEFAULT_SCORER}
-    if trace is not None:
-        metadata["traceback"] = trace
-    return {
-        "instance_id": _fallback_instance_id(job),
-        "instance": {"task_id": None, "intent_template_id": None, "sites": [], "eval_types": []},
-        "history": [],
-        "test_result": test_result,
-        "metadata": metadata,
-    }
 
 
 class _NoProgress(AbstractContextManager[Progress]):
@@ -562,7 +411,7 @@ def _worker_main(
     fn = score_fn
     if fn is None:
         try:
-            fn = _default_score_fn()
+            fn = default_score_fn()
         except EvaluationError as exc:
             fn = functools.partial(_raise, exc)  # every job gets the import error as its result
     while True:
@@ -572,7 +421,7 @@ def _worker_main(
             return
         if job is None:
             return
-        outcome = _score_one(fn, _Job(*job), configs, scorer, options)
+        outcome = score_one(fn, Job(*job), configs, scorer, options)
         try:
             conn.send(outcome)
         except OSError:  # the parent is gone
@@ -587,7 +436,7 @@ def _raise(error: Exception, *args: Any, **kwargs: Any) -> Mapping[str, Any]:
 class _Worker:
     process: BaseProcess
     conn: Connection
-    job: _Job | None = None
+    job: Job | None = None
 
 
 class _WorkerPool(AbstractContextManager["_WorkerPool"]):
@@ -625,11 +474,11 @@ class _WorkerPool(AbstractContextManager["_WorkerPool"]):
         child_end.close()
         return _Worker(process, parent_end)
 
-    def run(self, jobs: Iterator[_Job]) -> Iterator[_Outcome]:
+    def run(self, jobs: Iterator[Job]) -> Iterator[Outcome]:
         """Results in completion order; a worker that dies is replaced and its job recorded as a crash."""
         remaining = True
         while True:
-            busy: dict[Connection, tuple[_Worker, _Job]] = {}
+            busy: dict[Connection, tuple[_Worker, Job]] = {}
             for worker in self._workers:
                 if worker.job is None and remaining:
                     worker.job = next(jobs, None)
@@ -645,12 +494,12 @@ class _WorkerPool(AbstractContextManager["_WorkerPool"]):
                 worker, job = busy[conn]  # type: ignore[index]
                 worker.job = None
                 try:
-                    outcome: _Outcome = worker.conn.recv()
+                    outcome: Outcome = worker.conn.recv()
                 except (EOFError, OSError):
                     outcome = self._replace_crashed(worker, job)
                 yield outcome
 
-    def _replace_crashed(self, worker: _Worker, job: _Job) -> _Outcome:
+    def _replace_crashed(self, worker: _Worker, job: Job) -> Outcome:
         worker.conn.close()
         worker.process.join(timeout=5)
         code = worker.process.exitcode
@@ -659,14 +508,14 @@ class _WorkerPool(AbstractContextManager["_WorkerPool"]):
         else:
             how = f"exited with code {code}"
         self._workers[self._workers.index(worker)] = self._start()
-        record = _error_record(
+        record = error_record(
             job,
             self._scorer,
             error=f"the worker process {how} while scoring this session",
             error_type=WORKER_CRASH,
             duration_ms=0.0,
         )
-        return _Outcome(orjson.dumps(record) + b"\n", WORKER_CRASH)
+        return Outcome(orjson.dumps(record) + b"\n", WORKER_CRASH)
 
     def __exit__(self, exc_type: object, *rest: object) -> None:
         """Stop idle workers politely; terminate busy ones (an error or Ctrl-C ended the run)."""

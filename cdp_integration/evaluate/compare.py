@@ -19,7 +19,7 @@ from __future__ import annotations
 import html
 import math
 import os
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,10 +36,11 @@ from cdp_integration.evaluate.runs import (
     TaskResult,
     macro_by_template,
     mcnemar_exact,
+    natural,
     paired_bootstrap,
     read_run,
 )
-from cdp_integration.session.untrusted import open_output
+from cdp_integration.session.untrusted import ascii_int, open_output
 
 __all__ = [
     "COMPARE_HTML",
@@ -164,7 +165,7 @@ def _paired_groups(changes: Sequence[TaskChange], key: Callable[[TaskChange], st
     for change in changes:
         grouped[key(change)].append(change)
     groups = []
-    for name, members in sorted(grouped.items(), key=lambda item: _natural(item[0])):
+    for name, members in sorted(grouped.items(), key=lambda item: natural(item[0])):
         both = [(m.score_a, m.score_b) for m in members if m.score_a is not None and m.score_b is not None]
         differences = {str(i): (str(i), b - a) for i, (a, b) in enumerate(both)}
         mean, ci = paired_bootstrap(differences)
@@ -181,10 +182,6 @@ def _paired_groups(changes: Sequence[TaskChange], key: Callable[[TaskChange], st
             )
         )
     return groups
-
-
-def _natural(text: str) -> tuple[int, int | str]:
-    return (0, int(text)) if text.isdigit() else (1, text)
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -212,14 +209,14 @@ def compare_runs(a: Run, b: Run, *, by: str = "task") -> Comparison:
         raise EvaluationError(f"pair by task or session, not {by!r}")
     tasks_a, tasks_b = _units(a, by), _units(b, by)
     changes = []
-    for task in sorted(set(tasks_a) | set(tasks_b), key=_natural):
+    for task in sorted(set(tasks_a) | set(tasks_b), key=natural):
         ta, tb = tasks_a.get(task), tasks_b.get(task)
         first = (ta or tb).first  # type: ignore[union-attr]
         change = TaskChange(task, first.site, first.template, ta, tb)
         if change.changed and ta is not None and tb is not None:
             change = TaskChange(task, first.site, first.template, ta, tb, tuple(_why(a, b, ta, tb)))
         changes.append(change)
-    changes.sort(key=lambda c: (not c.flipped, not c.changed, _natural(c.task)))
+    changes.sort(key=lambda c: (not c.flipped, not c.changed, natural(c.task)))
     paired = [c for c in changes if c.score_a is not None and c.score_b is not None]
     macro_a = macro_by_template({c.task: (c.template, c.score_a) for c in paired if c.score_a is not None})[0]
     macro_b = macro_by_template({c.task: (c.template, c.score_b) for c in paired if c.score_b is not None})[0]
@@ -309,10 +306,14 @@ def _matching_episodes(a: TaskResult, b: TaskResult) -> tuple[Episode, Episode]:
         other = by_path.get(episode.session_path or "")
         if other is not None and (episode.outcome != other.outcome or not _same(episode.score, other.score)):
             return episode, other
+    first_of: dict[str, Episode] = {}  # B's first trial of each outcome: one pass, not one per A trial
+    for eb in b.episodes:
+        first_of.setdefault(eb.outcome, eb)
+    position = {id(e): i for i, e in enumerate(b.episodes)}
     for ea in a.episodes:
-        for eb in b.episodes:
-            if ea.outcome != eb.outcome:
-                return ea, eb
+        others = [eb for outcome, eb in first_of.items() if outcome != ea.outcome]
+        if others:
+            return ea, min(others, key=lambda e: position[id(e)])
     return a.first, b.first
 
 
@@ -328,7 +329,7 @@ def _check_label(check: Mapping[str, Any]) -> str:
 
 def _check_changes(checks_a: Sequence[Mapping[str, Any]], checks_b: Sequence[Mapping[str, Any]]) -> list[str]:
     """The checks whose outcome, expectation or finding differs between the two scorings."""
-    index_b: dict[tuple[str, str, str], list[Mapping[str, Any]]] = defaultdict(list)
+    index_b: dict[tuple[str, str, str], deque[Mapping[str, Any]]] = defaultdict(deque)
     for check in checks_b:
         index_b[_check_key(check)].append(check)
     reasons = []
@@ -337,7 +338,7 @@ def _check_changes(checks_a: Sequence[Mapping[str, Any]], checks_b: Sequence[Map
         if not candidates:
             reasons.append(f"check {_check_label(check)} only in A ({_outcome(check)})")
             continue
-        other = candidates.pop(0)
+        other = candidates.popleft()
         if check.get("passed") != other.get("passed") or check.get("expected") != other.get("expected"):
             reasons.append(
                 f"check {_check_label(check)}: {_outcome(check)} -> {_outcome(other)}; expected "
@@ -356,8 +357,9 @@ def _outcome(check: Mapping[str, Any]) -> str:
 
 def _task_config(run: Run, episode: Episode) -> Mapping[str, Any] | None:
     """The config ``episode`` was scored with: from the run's configs, else its session's own."""
-    if run.configs is not None and episode.task.isdigit():
-        config = run.configs.get(int(episode.task))
+    number = ascii_int(episode.task)
+    if run.configs is not None and number is not None:
+        config = run.configs.get(number)
         if config is not None:
             return config
     if run.sessions_dir is None or episode.session_path is None:

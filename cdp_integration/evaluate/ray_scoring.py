@@ -1,7 +1,7 @@
 """``eval --backend ray``: the sessions of one ``score_directory`` run scored in Ray workers.
 
 Jobs go out in batches (a Ray task costs milliseconds; a session a few) to ``workers`` tasks at a time,
-each scoring its batch with ``batch._score_one``, so a line is the same as a local run's. A session
+each scoring its batch with ``session_line.score_one``, so a line is the same as a local run's. A session
 path may be a storage URL: the worker reads it into a bounded temp copy, whichever node it runs on
 (local paths only work where every node sees them). A worker that dies costs its batch a second try,
 one session per task; a session whose own task dies again becomes a ``WorkerCrash`` line, as locally.
@@ -17,6 +17,14 @@ from typing import Any
 import orjson
 
 from cdp_integration.cluster import ray_session
+from cdp_integration.evaluate.session_line import (
+    WORKER_CRASH,
+    Job,
+    Outcome,
+    default_score_fn,
+    error_record,
+    score_one,
+)
 
 __all__ = ["BATCH_SIZE", "ray_outcomes", "score_batch"]
 
@@ -32,11 +40,9 @@ def score_batch(
     scorer: str | None,
     options: Mapping[str, bool],
 ) -> list[Any]:
-    """Score ``jobs`` (``(path or URL, relative path)``) in this worker; ``batch._Outcome``s."""
-    from cdp_integration.evaluate import batch
-
+    """Score ``jobs`` (``(path or URL, relative path)``) in this worker; ``session_line.Outcome``s."""
     fn = score_fn or _scorer()
-    return [tuple(batch._score_one(fn, batch._Job(*job), configs, scorer, options)) for job in jobs]
+    return [tuple(score_one(fn, Job(*job), configs, scorer, options)) for job in jobs]
 
 
 _SCORER: list[Any] = []
@@ -45,23 +51,19 @@ _SCORER: list[Any] = []
 def _scorer() -> Any:
     """The default scorer, imported once per worker process."""
     if not _SCORER:
-        from cdp_integration.evaluate.batch import _default_score_fn
-
-        _SCORER.append(_default_score_fn())
+        _SCORER.append(default_score_fn())
     return _SCORER[0]
 
 
 def _crash_outcome(job: tuple[str, str], scorer: str | None) -> Any:
-    from cdp_integration.evaluate import batch
-
-    record = batch._error_record(
-        batch._Job(*job),
+    record = error_record(
+        Job(*job),
         scorer,
         error="the Ray worker died while scoring this session",
-        error_type=batch.WORKER_CRASH,
+        error_type=WORKER_CRASH,
         duration_ms=0.0,
     )
-    return batch._Outcome(orjson.dumps(record) + b"\n", batch.WORKER_CRASH)
+    return Outcome(orjson.dumps(record) + b"\n", WORKER_CRASH)
 
 
 @contextlib.contextmanager
@@ -76,8 +78,6 @@ def ray_outcomes(
     workers: int,
 ) -> Iterator[Iterator[Any]]:
     """The outcomes of ``jobs`` as Ray workers finish them; connected while the context is open."""
-    from cdp_integration.evaluate.batch import _Outcome
-
     with ray_session(address, num_cpus=max(workers, LOCAL_CLUSTER_CPUS)) as ray:
         remote = ray.remote(num_cpus=1, max_retries=0)(score_batch)
         shared = (ray.put(score_fn), ray.put(dict(configs) if configs is not None else None))
@@ -107,6 +107,6 @@ def ray_outcomes(
                     else:  # one session per task now, to find the one that kills its worker
                         queue[:0] = [([job], False) for job in batch]
                     continue
-                yield from (_Outcome(*result) for result in results)
+                yield from (Outcome(*result) for result in results)
 
         yield run()

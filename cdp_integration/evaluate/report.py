@@ -33,8 +33,9 @@ from typing import Any
 
 import orjson
 
+from cdp_integration.errors import EvaluationError
 from cdp_integration.session.limits import SessionLimits
-from cdp_integration.session.untrusted import iter_file_lines, open_input, open_output
+from cdp_integration.session.untrusted import ascii_int, iter_file_lines, open_input, open_output
 
 __all__ = [
     "REPORT_JSON",
@@ -50,6 +51,9 @@ __all__ = [
     "format_markdown",
     "format_summary",
     "plural",
+    "score_value",
+    "strings",
+    "task_key",
     "write_report",
 ]
 
@@ -278,10 +282,44 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _iter_lines(path: Path, unreadable: list[int]) -> Iterator[dict[str, Any]]:
+def strings(value: Any) -> list[str]:
+    """The strings of a list read from an output line (anything else in it, or no list: none)."""
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def score_value(value: Any, where: str) -> float | None:
+    """A score of an output line: None when absent (not a number), else a finite number in [0, 1].
+
+    Scores are WebArena's 0..1; any other number (``1e308``, ``-5``) is refused in one line rather
+    than summed, so no mean, interval or comparison ever meets a value that overflows it."""
+    if not _is_number(value):
+        return None
+    if not 0.0 <= value <= 1.0:  # also refuses inf and nan
+        raise EvaluationError(f"{where} {str(value)[:40]} is not a number in [0, 1]")
+    return float(value)
+
+
+def task_key(task_id: Any, where: str) -> str | None:
+    """An output line's ``task_id`` as a task key: a whole number, written in ASCII digits when it
+    is a string (None when absent); any other id is refused in one line (``"²"``, ``"7a"``)."""
+    if task_id is None:
+        return None
+    if isinstance(task_id, int) and not isinstance(task_id, bool) and task_id >= 0:
+        return str(task_id)
+    if isinstance(task_id, str) and ascii_int(task_id) is not None:
+        return task_id
+    raise EvaluationError(f"{where}: task_id {str(task_id)[:40]!r} is not a task id (a whole number)")
+
+
+def _iter_lines(path: Path, unreadable: list[int]) -> Iterator[tuple[int, dict[str, Any]]]:
     limits = SessionLimits.from_env()
     with os.fdopen(open_input(path, root=path.parent, what="output.jsonl"), "rb") as file:
-        for line in iter_file_lines(file, max_line=limits.max_record_bytes, source=str(path)):
+        lines = iter_file_lines(file, max_line=limits.max_record_bytes, source=str(path))
+        for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
@@ -290,16 +328,9 @@ def _iter_lines(path: Path, unreadable: list[int]) -> Iterator[dict[str, Any]]:
                 unreadable[0] += 1
                 continue
             if isinstance(record, dict) and isinstance(record.get("test_result"), dict):
-                yield record
+                yield number, record
             else:
                 unreadable[0] += 1
-
-
-def _task_key(instance: dict[str, Any], instance_id: str) -> str:
-    task_id = instance.get("task_id")
-    if isinstance(task_id, int | str) and not isinstance(task_id, bool):
-        return str(task_id)
-    return f"instance:{instance_id}"
 
 
 def _template_key(instance: dict[str, Any], instance_id: str) -> str:
@@ -324,27 +355,30 @@ def build_report(output_jsonl: str | os.PathLike[str], *, incomplete_sessions: I
     failed_checks: Counter[str] = Counter()
     classes: Counter[str] = Counter()
     trials: Counter[str] = Counter()
-    for record in _iter_lines(Path(output_jsonl), unreadable):
+    for number, record in _iter_lines(Path(output_jsonl), unreadable):
+        where = f"{output_jsonl}: line {number}"
         sessions += 1
         result = record["test_result"]
         instance = record.get("instance")
         if not isinstance(instance, dict):
             instance = {}
         instance_id = str(record.get("instance_id"))
-        site = "+".join(sorted(instance.get("sites") or [])) or "(no site)"
+        site = "+".join(sorted(strings(instance.get("sites")))) or "(no site)"
         template = _template_key(instance, instance_id)
-        task = _task_key(instance, instance_id)
+        task = task_key(instance.get("task_id"), where) or f"instance:{instance_id}"
+        score_value(result.get("score"), f"{where}: score")
+        score_value(result.get("max_score"), f"{where}: max_score")
         trials[task] += 1
         if result.get("partial") is True:
             partial.append(instance_id)
         if result.get("error") is not None or result.get("error_type") is not None:
             errors += 1
-            errors_by_type[result.get("error_type") or "Error"] += 1
+            errors_by_type[_text(result.get("error_type")) or "Error"] += 1
         elif _is_number(result.get("score")) and result["score"] == 0:
-            zero_by_eval["+".join(instance.get("eval_types") or []) or "(no eval type)"] += 1
+            zero_by_eval["+".join(strings(instance.get("eval_types"))) or "(no eval type)"] += 1
         if _is_number(result.get("score")):
             score.add(result["score"], task, site, template)
-            kind = result.get("provenance") or "unknown"
+            kind = _text(result.get("provenance")) or "unknown"
             provenance[kind] += 1
             if kind in ("reconstructed", "mixed"):
                 not_recorded[site] += 1

@@ -23,8 +23,15 @@ from typing import Any
 import orjson
 
 from cdp_integration.errors import EvaluationError
-from cdp_integration.evaluate.report import bootstrap_ci, describe_trials, plural
-from cdp_integration.session.untrusted import iter_file_lines, open_input
+from cdp_integration.evaluate.report import (
+    bootstrap_ci,
+    describe_trials,
+    plural,
+    score_value,
+    strings,
+    task_key,
+)
+from cdp_integration.session.untrusted import ascii_int, iter_file_lines, open_input
 
 __all__ = [
     "OUTPUT_NAME",
@@ -152,7 +159,6 @@ class Run:
     name: str
     path: Path
     episodes: list[Episode] = field(default_factory=list)
-    unreadable_lines: int = 0
     sessions_dir: Path | None = None
     """The sessions scored, when known (a run that ``compare`` scored itself)."""
     configs: Mapping[int, Mapping[str, Any]] | None = None
@@ -164,7 +170,7 @@ class Run:
             grouped[episode.task].append(episode)
         return {
             task: TaskResult(task, tuple(sorted(episodes, key=lambda e: e.instance_id)))
-            for task, episodes in sorted(grouped.items(), key=lambda item: _natural(item[0]))
+            for task, episodes in sorted(grouped.items(), key=lambda item: natural(item[0]))
         }
 
     @property
@@ -172,37 +178,35 @@ class Run:
         return self.path.parent
 
 
-def _natural(text: str) -> tuple[int, int | str]:
-    return (0, int(text)) if text.isdigit() else (1, text)
+def natural(text: str) -> tuple[int, int | str]:
+    """Sort key: task ids written in ASCII digits by number, first; any other text after them."""
+    number = ascii_int(text)
+    return (0, number) if number is not None else (1, text)
 
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-        return None
-    return float(value)
-
-
-def _episode(record: Mapping[str, Any], scorer_default: str | None) -> Episode:
+def _episode(record: Mapping[str, Any], scorer_default: str | None, where: str) -> Episode:
     result = record["test_result"]
     instance = record.get("instance")
     instance = instance if isinstance(instance, dict) else {}
     metadata = record.get("metadata")
     metadata = metadata if isinstance(metadata, dict) else {}
     instance_id = str(record.get("instance_id"))
-    task_id = instance.get("task_id")
-    task = str(task_id) if isinstance(task_id, int | str) and not isinstance(task_id, bool) else instance_id
+    task = task_key(instance.get("task_id"), where) or instance_id
+    session_path = _text(metadata.get("session_path"))
+    if session_path is not None and "\0" in session_path:
+        raise EvaluationError(f"{where}: metadata.session_path holds a NUL byte; not a path")
     template_id = instance.get("intent_template_id")
     template = (
         str(template_id)
         if isinstance(template_id, int | str) and not isinstance(template_id, bool)
         else f"task {task}"
     )
-    sites = [s for s in instance.get("sites") or [] if isinstance(s, str)]
-    eval_types = [t for t in instance.get("eval_types") or [] if isinstance(t, str)]
+    sites = strings(instance.get("sites"))
+    eval_types = strings(instance.get("eval_types"))
     attribution = result.get("attribution")
     attribution = attribution if isinstance(attribution, dict) else {}
     checks = result.get("checks")
@@ -216,12 +220,12 @@ def _episode(record: Mapping[str, Any], scorer_default: str | None) -> Episode:
         template=template,
         site="+".join(sorted(sites)) or "(no site)",
         eval_type="+".join(eval_types) or "(no eval type)",
-        score=_number(result.get("score")),
-        max_score=_number(result.get("max_score")),
+        score=score_value(result.get("score"), f"{where}: score"),
+        max_score=score_value(result.get("max_score"), f"{where}: max_score"),
         error=error,
         error_type=error_type,
         provenance=_text(result.get("provenance")) or "unknown",
-        session_path=_text(metadata.get("session_path")),
+        session_path=session_path,
         answer=_text(result.get("answer")),
         attribution_class=_text(attribution.get("class")),
         attribution_reason=_text(attribution.get("reason")),
@@ -248,32 +252,36 @@ def read_run(path: str | os.PathLike[str], *, name: str | None = None) -> Run:
     if output is None:
         raise EvaluationError(f"{path}: no {OUTPUT_NAME} here (an eval output directory or file)")
     run = Run(name=name or _run_name(Path(path)), path=output)
-    unreadable = [0]
-    for record in _output_records(output, unreadable):
-        run.episodes.append(_episode(record, None))
-    run.unreadable_lines = unreadable[0]
+    for number, record in _output_records(output, None):
+        run.episodes.append(_episode(record, None, f"{output}: line {number}"))
     return run
 
 
 def read_output_lines(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The records of an ``output.jsonl`` (``untrusted``'s bounded line reader; unreadable lines left out)."""
-    return list(_output_records(Path(path), [0]))
+    return [record for _, record in _output_records(Path(path), [0])]
 
 
-def _output_records(output: Path, unreadable: list[int]) -> Iterator[dict[str, Any]]:
+def _output_records(output: Path, unreadable: list[int] | None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, record) of each line; a line that is no record is counted in ``unreadable``, or
+    refused in one line when it is None (a file that is not an eval output, or one cut short)."""
     with os.fdopen(open_input(output, root=output.parent, what=OUTPUT_NAME), "rb") as file:
-        for line in iter_file_lines(file, max_line=_MAX_LINE_BYTES, source=str(output)):
+        for number, line in enumerate(iter_file_lines(file, max_line=_MAX_LINE_BYTES, source=str(output)), 1):
             if not line.strip():
                 continue
             try:
                 record = orjson.loads(line)
             except orjson.JSONDecodeError:
-                unreadable[0] += 1
-                continue
+                record = None
             if isinstance(record, dict) and isinstance(record.get("test_result"), dict):
-                yield record
-            else:
+                yield number, record
+            elif unreadable is not None:
                 unreadable[0] += 1
+            else:
+                raise EvaluationError(
+                    f"{output}: line {number} is not an eval output record "
+                    "(a JSON object with a test_result): not a run, or cut short"
+                )
 
 
 def _run_name(path: Path) -> str:
@@ -312,7 +320,7 @@ def group_by(tasks: Iterable[TaskResult], key: Callable[[TaskResult], str]) -> l
     for task in tasks:
         grouped[key(task)].append(task)
     groups = []
-    for name, members in sorted(grouped.items(), key=lambda item: _natural(item[0])):
+    for name, members in sorted(grouped.items(), key=lambda item: natural(item[0])):
         values = [s for t in members if (s := t.score) is not None]
         ci = bootstrap_ci(values)
         groups.append(
@@ -352,13 +360,31 @@ def paired_bootstrap(
     return mean, ci
 
 
+_EXACT_PAIRS = 50_000
+"""Discordant pairs up to which the McNemar tail is summed in integers (beyond: in log space)."""
+
+
 def mcnemar_exact(b: int, c: int) -> float:
-    """Two-sided exact McNemar p-value for ``b`` A-pass/B-fail and ``c`` A-fail/B-pass tasks."""
+    """Two-sided exact McNemar p-value for ``b`` A-pass/B-fail and ``c`` A-fail/B-pass tasks.
+
+    The binomial tail is summed exactly in integers (each term from the one before), divided once:
+    no float ever holds ``C(n, i)``, which overflows from n = 1,030. Beyond ``_EXACT_PAIRS`` it is
+    summed in log space (``lgamma``), to the last digits a float can hold of such a p-value.
+    """
     n = b + c
     if n == 0:
         return 1.0
-    tail = math.fsum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2**n
-    return min(1.0, 2 * tail)
+    k = min(b, c)
+    if n <= _EXACT_PAIRS:
+        term = total = 1
+        for i in range(k):
+            term = term * (n - i) // (i + 1)
+            total += term
+        return min(1.0, 2 * total / 2**n)
+    logs = [math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) for i in range(k + 1)]
+    top = max(logs)
+    log_tail = top + math.log(math.fsum(math.exp(value - top) for value in logs)) - n * math.log(2)
+    return min(1.0, 2 * math.exp(log_tail))
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

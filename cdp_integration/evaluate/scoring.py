@@ -54,6 +54,7 @@ from cdp_integration.replay.page import MockBrowserContext
 from cdp_integration.replay.recorded import replay_http
 from cdp_integration.session.models import Evaluation
 from cdp_integration.session.store import Session, load_session
+from cdp_integration.session.untrusted import ascii_int
 from cdp_integration.webarena import (
     guard_evaluator_eval,
     offline_api_key,
@@ -486,8 +487,11 @@ def score_session_file(
         return verified_score_file(Path(path), {k: dict(v) for k, v in (configs or {}).items()})
     config: Mapping[str, Any] | None = None
     task_id = session.task.get("task_id")
-    if configs and isinstance(task_id, int | str) and str(task_id).lstrip("-").isdigit():
-        config = configs.get(int(task_id))
+    number = task_id if isinstance(task_id, int) and not isinstance(task_id, bool) else None
+    if isinstance(task_id, str):
+        number = ascii_int(task_id)
+    if configs and number is not None:
+        config = configs.get(number)
     try:
         return evaluate_session(
             session, config, trust_configs=trust_configs, recorded_only=recorded_only

@@ -40,6 +40,7 @@ from cdp_integration.evaluate.explain import attribute, error_attribution, verif
 from cdp_integration.har.export import session_har_entries
 from cdp_integration.imports.common import imported_provenance, imported_verified_gap
 from cdp_integration.session.store import Session, load_session
+from cdp_integration.session.untrusted import ascii_int
 
 if TYPE_CHECKING:
     import pydantic
@@ -394,9 +395,14 @@ def _session_task_id(session: Session) -> int:
         value = session.task.get(key)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).strip().isdigit():
-            raise EvaluationError(f"{session.path or 'session'}: task {key}={value!r} is not a task id")
-        return int(value)
+        number = value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+        if isinstance(value, str):
+            number = ascii_int(value.strip())
+        if number is None:
+            raise EvaluationError(
+                f"{session.path or 'session'}: task {key}={str(value)[:40]!r} is not a task id"
+            )
+        return number
     raise EvaluationError(
         f"{session.path or 'session'}: no WebArena-Verified task id (the session's task has no "
         "verified_task_id or task_id; task_id= in Python names one)"

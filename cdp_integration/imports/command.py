@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from cdp_integration.cli import site_url_option
+from cdp_integration.errors import escape_controls
 from cdp_integration.imports.common import FORMATS
 
 __all__ = ["import_command"]
@@ -66,9 +67,9 @@ def import_command(
         from cdp_integration.evaluate.dataset import import_dataset
 
         taken = import_dataset(path, output_dir, redact=redact, keep_screenshots=keep_screenshots)
-        for session in taken:
-            click.echo(str(session))
-        click.echo(f"took {len(taken)} session(s) from the dataset {path}", err=True)
+        for session in taken:  # file names come from the dataset: no terminal control reaches the terminal
+            click.echo(escape_controls(str(session)))
+        click.echo(escape_controls(f"took {len(taken)} session(s) from the dataset {path}"), err=True)
         return
     from cdp_integration.deployment import known_site_urls, parse_site_urls
     from cdp_integration.evaluate.batch import load_configs
@@ -89,5 +90,5 @@ def import_command(
         keep_screenshots=keep_screenshots,
     )
     for session in written:
-        click.echo(str(session))
-    click.echo(f"imported {len(written)} session(s) from {path} (imported:{fmt})", err=True)
+        click.echo(escape_controls(str(session)))
+    click.echo(escape_controls(f"imported {len(written)} session(s) from {path} (imported:{fmt})"), err=True)

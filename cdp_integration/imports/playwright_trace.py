@@ -65,7 +65,7 @@ from cdp_integration.session.models import (
     Step,
     TabState,
 )
-from cdp_integration.session.untrusted import Budget, iter_lines, parse_json
+from cdp_integration.session.untrusted import Budget, ascii_int, iter_lines, parse_json
 
 __all__ = ["MAX_RENDERED_NODES", "import_trace", "import_traces", "render_snapshot_html"]
 
@@ -850,8 +850,9 @@ class _MainIndex:
 class _Builder:
     """Walks the trace once, building the state at each step boundary."""
 
-    def __init__(self, trace: _Trace) -> None:
+    def __init__(self, trace: _Trace, limits: SessionLimits) -> None:
         self.trace = trace
+        self.limits = limits
         self.evaluator = _evaluator_pages(trace)
         self.jar = CookieJar()
         self.network_done = 0
@@ -860,6 +861,8 @@ class _Builder:
         self.screenshots: dict[str, str | None] = {}
         """Screencast frame member -> its PNG (each frame decoded once)."""
         self.lacks: set[str] = set()
+        self.tabs: dict[str, tuple[tuple[Any, ...], TabState]] = {}
+        """Page id -> what its last tab state was built from, and that state (reused while unchanged)."""
         self.siblings: dict[tuple[str, str, str], dict[str, _Snapshot]] = {}
         """(page, call, phase) -> child frame id -> its snapshot taken with that page snapshot."""
         self.frame_history: dict[str, tuple[list[int], list[str]]] = {}
@@ -927,11 +930,41 @@ class _Builder:
     def _tab(
         self, page_id: str, snapshot: _Snapshot | None, until: float, active: bool, *, probe: bool = False
     ) -> TabState:
+        """The tab's state at ``until``; the same object as at the previous step when nothing of it
+        changed, so a trace of many open pages costs its pages plus a pointer per page and step, not
+        a copy of every open page at every step."""
         latest_load = self._last_document(page_id, snapshot, until)
-        newer = [latest_load] if latest_load is not None else []
-        if snapshot is None or newer:
-            url = _text(newer[-1]["request"].get("url")) if newer else "about:blank"
-            if newer:
+        fresh = snapshot is None or latest_load is not None
+        screencast = self.trace.screencasts.get(page_id)
+        shot_at = until if fresh or until != float("inf") else snapshot.time  # type: ignore[union-attr]
+        member = screencast.at(shot_at) if screencast is not None else None
+        key = (
+            snapshot.line if snapshot is not None else None,
+            id(latest_load) if latest_load is not None else None,
+            active,
+            probe,
+            member,
+        )
+        known = self.tabs.get(page_id)
+        if known is not None and known[0] == key:
+            return known[1]
+        tab = self._new_tab(page_id, snapshot, latest_load, active, member, probe=probe)
+        self.tabs[page_id] = (key, tab)
+        return tab
+
+    def _new_tab(
+        self,
+        page_id: str,
+        snapshot: _Snapshot | None,
+        latest_load: dict[str, Any] | None,
+        active: bool,
+        member: str | None,
+        *,
+        probe: bool,
+    ) -> TabState:
+        if snapshot is None or latest_load is not None:
+            url = _text(latest_load["request"].get("url")) if latest_load is not None else "about:blank"
+            if latest_load is not None:
                 self.lacks.add("the DOM of a page loaded after the trace's last snapshot of it")
             return TabState(
                 tab_id=page_id,
@@ -939,7 +972,7 @@ class _Builder:
                 title="",
                 active=active,
                 html=None,
-                screenshot_png=self._screenshot(page_id, until),
+                screenshot_png=self._screenshot(member),
             )
         rendered = self._render(snapshot, live_values=probe)
         return TabState(
@@ -950,7 +983,7 @@ class _Builder:
             html=rendered.html,
             form_state=rendered.form_state,
             frames=self._child_frames(snapshot),
-            screenshot_png=self._screenshot(page_id, until if until != float("inf") else snapshot.time),
+            screenshot_png=self._screenshot(member),
         )
 
     def _last_document(self, page_id: str, snapshot: _Snapshot | None, until: float) -> dict[str, Any] | None:
@@ -967,11 +1000,9 @@ class _Builder:
                     best = (times[at], order, entry)
         return best[2] if best is not None else None
 
-    def _screenshot(self, page_id: str, at: float) -> str | None:
-        """The page's last screencast frame painted at or before ``at`` (the next action's start; at
-        the end, the last snapshot's time), as PNG (`trace_screencast`)."""
-        screencast = self.trace.screencasts.get(page_id)
-        member = screencast.at(at) if screencast is not None else None
+    def _screenshot(self, member: str | None) -> str | None:
+        """A screencast frame (the page's last one painted at or before the next action's start; at
+        the end, the last snapshot's time) as PNG (`trace_screencast`), each decoded once."""
         if member is None:
             return None
         if member not in self.screenshots:
@@ -1071,6 +1102,9 @@ class _Builder:
         if not actions:
             boundaries = [(None, None)]
         steps: list[Step] = []
+        # Every step holds a tab state per open page: bounded like steps, or a few KB of trace that
+        # opens a page per action would make a session of pages x actions tabs.
+        tab_states = 0
         active_page = next((a.page for a in actions if a.page), None)
         for number, (done, upcoming) in enumerate(boundaries):
             if done is not None and done.page:
@@ -1085,6 +1119,13 @@ class _Builder:
                 and page.opened < limit_line
                 and (page.closed is None or page.closed > limit_line)
             ]
+            tab_states += len(open_pages)
+            if tab_states > self.limits.max_steps:
+                raise SessionFormatError(
+                    f"{trace.source}: step {number}: more than {self.limits.max_steps} tab states "
+                    f"(open pages summed over the steps, {len(open_pages)} open here; "
+                    f"{limit_hint('max_steps')}); refused"
+                )
             if active_page is None or all(p.page_id != active_page for p in open_pages):
                 active_page = open_pages[0].page_id if open_pages else None
             tabs = [
@@ -1137,8 +1178,7 @@ class _Builder:
 
 def _task_id(path: Path) -> int | None:
     """``<task_id>.zip`` (WebArena's ``run.py`` naming) gives the task id."""
-    stem = path.name.removesuffix(".zip")
-    return int(stem) if stem.isdigit() else None
+    return ascii_int(path.name.removesuffix(".zip"))
 
 
 def import_trace(
@@ -1154,7 +1194,7 @@ def import_trace(
     with ZipReader(path, zip_limits, root=root) as reader:
         names = list(reader.names())
         trace = _read_trace(reader, limits)
-        builder = _Builder(trace)
+        builder = _Builder(trace, limits)
         steps, end_network, probe_pages = builder.steps()
     lacks = sorted(
         {

@@ -22,7 +22,7 @@ from cdp_integration.har.importer import HarEntry, load_har
 from cdp_integration.imports.common import CookieJar, ImportedEpisode, check_step_budget, read_json_file
 from cdp_integration.session.limits import SessionLimits
 from cdp_integration.session.models import NetworkExchange, RequestInfo, ResponseInfo, Step, TabState
-from cdp_integration.session.untrusted import Budget
+from cdp_integration.session.untrusted import Budget, ascii_int
 
 __all__ = ["import_verified", "import_verified_task"]
 
@@ -147,7 +147,7 @@ def import_verified_task(directory: Path, root: Path | None = None) -> ImportedE
         name=name,
         source=str(directory),
         steps=steps,
-        task_id=int(name) if name.isdigit() else None,
+        task_id=ascii_int(name),
         final_answer=json.dumps(response, ensure_ascii=False),
         answer_text_known=False,
         lacks=[
@@ -198,7 +198,7 @@ def import_verified(path: Path) -> Iterator[ImportedEpisode]:
             for p in path.iterdir()
             if p.is_dir() and (p / AGENT_RESPONSE_FILE).exists() and (p / HAR_FILE).exists()
         ),
-        key=lambda p: (not p.name.isdigit(), int(p.name) if p.name.isdigit() else 0, p.name),
+        key=lambda p: (ascii_int(p.name) is None, ascii_int(p.name) or 0, p.name),
     )
     if not tasks:
         raise SessionFormatError(f"{path}: no <task_id>/{AGENT_RESPONSE_FILE} + {HAR_FILE} in this folder")

@@ -103,7 +103,7 @@ def limit_hint(name: str) -> str:
     return f"limit {ENV_VARS[name]}; raise it to allow more"
 
 
-def count_values(data: bytes) -> int:
+def count_values(data: bytes | bytearray) -> int:
     """An upper bound of the JSON values in ``data``, computed without parsing it."""
     return data.count(b",") + data.count(b"[") + data.count(b"{") + 1
 

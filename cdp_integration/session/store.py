@@ -442,19 +442,66 @@ class SessionWriter:
 _READ_CHUNK = 1 << 20
 
 
-def _iter_lines(fd: int, source: str, limits: SessionLimits, complete: list[bool]) -> Iterator[bytes]:
+def _iter_lines(
+    fd: int, source: str, limits: SessionLimits, complete: list[bool], blobs: _Blobs | None = None
+) -> Iterator[bytes | bytearray]:
     """The lines of the (gzip or plain) file ``fd``, inflated incrementally and bounded.
 
-    Memory holds one line at a time. Sets ``complete[0]`` to whether the stream ended properly; a
-    last line without its newline is yielded only then (a cut-short file ends mid-record).
+    Memory holds one line at a time: each piece (at most ``_READ_CHUNK`` bytes, inflated or read) is
+    counted and split into lines before the next is made, so a bomb is refused within a piece of the
+    limit it passes, never after holding what it counts. Sets ``complete[0]`` to whether the stream
+    ended properly; a last line without its newline is yielded only then (a cut-short file ends
+    mid-record). ``blobs``: what the records read so far hold; a line that would take it past
+    ``max_expanded_bytes`` is refused while it is still coming in.
     """
+    pending = bytearray()
+    values = number = 0
+    state = {"gzipped": False, "eof": False}
+    for piece in _pieces(fd, source, state):
+        values += count_values(piece)  # counted before any of it is parsed: a bomb stops here
+        if values > limits.max_values:
+            raise SessionFormatError(
+                f"{source}: more than {limits.max_values} JSON values (limit CDP_SESSION_MAX_VALUES)"
+            )
+        scan = len(pending)  # only the new piece is searched: a long line costs linear time
+        pending += piece
+        start = 0
+        while (end := pending.find(b"\n", scan)) >= 0:
+            number += 1
+            if end - start < _READ_CHUNK:
+                yield bytes(pending[start:end])
+                start = scan = end + 1
+                continue
+            # a long line is handed over as it is, never copied: the piece's rest goes on alone
+            del pending[:start]
+            end -= start
+            rest = pending[end + 1 :]
+            del pending[end:]
+            line = [pending]
+            pending = rest
+            start = scan = 0
+            yield line.pop()  # not kept here while it is parsed
+        del pending[:start]
+        if blobs is not None and blobs.built + len(pending) > limits.max_expanded_bytes:
+            blobs.build(len(pending), f"line {number + 1}")  # refused before the line is held whole
+        if len(pending) > limits.max_record_bytes:
+            raise SessionFormatError(
+                f"{source}: a record is longer than {limits.max_record_bytes} bytes "
+                "(limit CDP_SESSION_MAX_RECORD_BYTES)"
+            )
+    complete[0] = not state["gzipped"] or state["eof"]
+    if pending and complete[0]:
+        yield bytes(pending)
+
+
+def _pieces(fd: int, source: str, state: dict[str, bool]) -> Iterator[bytes]:
+    """The file's content in pieces of at most ``_READ_CHUNK`` bytes, gzip inflated one piece at a time
+    (members concatenated, as zcat reads them, are read whole), bounded by ``MAX_SESSION_BYTES``.
+    ``state``: ``gzipped`` and ``eof`` (the last gzip member ended), set as it goes."""
     max_bytes = MAX_SESSION_BYTES
     inflater: Any = None
-    gzipped = False
-    pending = bytearray()
-    total = values = 0
+    total = 0
     first = True
-    eof = False  # the last gzip member ended (members concatenated, as zcat reads them, are read whole)
     while True:
         chunk = os.read(fd, _READ_CHUNK)
         if first:
@@ -462,58 +509,39 @@ def _iter_lines(fd: int, source: str, limits: SessionLimits, complete: list[bool
             if not chunk:
                 raise SessionFormatError(f"{source}: file is empty")
             if chunk[:2] == b"\x1f\x8b":
-                gzipped = True
+                state["gzipped"] = True
                 inflater = zlib.decompressobj(47)
         if not chunk:
             break
-        pieces: list[bytes] = []
-        if not gzipped:
-            pieces.append(chunk)
-        else:
-            data = chunk
-            while data:  # max_length keeps each piece small; a bomb never inflates far past the limit
-                if eof:  # another member follows the one that ended
-                    if data[:2] != b"\x1f\x8b" and len(data) >= 2:
-                        raise SessionFormatError(f"{source}: data after the end of the compressed stream")
-                    inflater, eof = zlib.decompressobj(47), False
-                try:
-                    piece = inflater.decompress(data, _READ_CHUNK)
-                except zlib.error as exc:
-                    raise SessionFormatError(f"{source}: corrupt compressed data ({exc})") from None
-                pieces.append(piece)
-                total += len(piece)
-                if total > max_bytes:
-                    raise SessionFormatError(f"{source}: decompresses to more than {max_bytes} bytes")
-                if inflater.eof:
-                    eof = True
-                    data = inflater.unused_data
-                    continue
+        if not state["gzipped"]:
+            total += len(chunk)
+            if total > max_bytes:
+                raise SessionFormatError(f"{source}: file is larger than {max_bytes} bytes")
+            yield chunk
+            continue
+        data = chunk
+        while data:  # max_length keeps each piece small; each is handled before the next is made
+            if state["eof"]:  # another member follows the one that ended
+                if data[:2] != b"\x1f\x8b" and len(data) >= 2:
+                    raise SessionFormatError(f"{source}: data after the end of the compressed stream")
+                inflater, state["eof"] = zlib.decompressobj(47), False
+            try:
+                piece = inflater.decompress(data, _READ_CHUNK)
+            except zlib.error as exc:
+                raise SessionFormatError(f"{source}: corrupt compressed data ({exc})") from None
+            total += len(piece)
+            if total > max_bytes:
+                raise SessionFormatError(f"{source}: decompresses to more than {max_bytes} bytes")
+            if inflater.eof:
+                state["eof"] = True
+                data = inflater.unused_data
+            else:
                 data = inflater.unconsumed_tail
                 if not piece:
                     break
-        for piece in pieces:
-            if not gzipped:
-                total += len(piece)
-                if total > max_bytes:
-                    raise SessionFormatError(f"{source}: file is larger than {max_bytes} bytes")
-            values += count_values(piece)  # counted before any of it is parsed: a bomb stops here
-            if values > limits.max_values:
-                raise SessionFormatError(
-                    f"{source}: more than {limits.max_values} JSON values (limit CDP_SESSION_MAX_VALUES)"
-                )
-            pending += piece
-            cut = pending.rfind(b"\n")
-            if cut < 0:
-                if len(pending) > limits.max_record_bytes:
-                    raise SessionFormatError(
-                        f"{source}: a record is longer than {limits.max_record_bytes} bytes "
-                        "(limit CDP_SESSION_MAX_RECORD_BYTES)"
-                    )
-                continue
-            lines = bytes(pending[:cut]).split(b"\n")
-            del pending[: cut + 1]
-            yield from lines
-    if gzipped and not eof:
+            if piece:
+                yield piece
+    if state["gzipped"] and not state["eof"]:
         # Whatever zlib still holds counts towards the limit: "more than" is not a cut-short file.
         try:
             rest = inflater.flush()
@@ -521,13 +549,10 @@ def _iter_lines(fd: int, source: str, limits: SessionLimits, complete: list[bool
             rest = b""
         if total + len(rest) > max_bytes:
             raise SessionFormatError(f"{source}: decompresses to more than {max_bytes} bytes")
-    complete[0] = not gzipped or eof
-    if pending and complete[0]:
-        yield bytes(pending)
 
 
 def _iter_records(
-    lines: Iterator[bytes], blobs: _Blobs, limits: SessionLimits, complete: list[bool]
+    lines: Iterator[bytes | bytearray], blobs: _Blobs, limits: SessionLimits, complete: list[bool]
 ) -> Iterator[tuple[int, dict[str, Any], int]]:
     """Parsed records with what each costs in memory (bytes, plus ``_VALUE_BYTES`` per JSON value),
     each bounded in values, in that cost (counted as built before it is parsed: every record of a
@@ -544,13 +569,15 @@ def _iter_records(
             )
         cost = len(line) + _VALUE_BYTES * count_values(line)
         blobs.build(cost, f"line {number}")
+        nesting = line.count(b"[") + line.count(b"{")
         try:
             record = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
             failed = SessionFormatError(f"{source}: line {number} is not JSON ({exc})")
             continue  # a cut-short file may end in a damaged record: decided once the stream ends
+        del line  # the text is not held beside what was parsed from it
         depth = min(limits.max_depth, JSON_DEPTH_CEILING)
-        if line.count(b"[") + line.count(b"{") > depth:
+        if nesting > depth:
             check_depth(record, depth, f"{source}: line {number}")
         if not isinstance(record, dict) or "type" not in record:
             raise SessionFormatError(f"{source}: line {number} is not a session record")
@@ -649,7 +676,7 @@ def load_session(
         try:
             blobs = _Blobs(source, limits)
             return _read_records(
-                _iter_records(_iter_lines(fd, source, limits, complete), blobs, limits, complete),
+                _iter_records(_iter_lines(fd, source, limits, complete, blobs), blobs, limits, complete),
                 blobs,
                 path,
                 source,
@@ -672,7 +699,7 @@ def read_header(path: str | os.PathLike[str], *, limits: SessionLimits | None = 
     try:
         complete = [False]
         blobs = _Blobs(source, limits)
-        lines = _iter_lines(fd, source, limits, complete)
+        lines = _iter_lines(fd, source, limits, complete, blobs)
         for number, record, _size in _iter_records(lines, blobs, limits, complete):
             if record.pop("type") != "header":
                 raise SessionFormatError(f"{source}: not a session file (the first record is no header)")

@@ -29,6 +29,7 @@ import io
 import os
 import pickle
 import pickletools
+import re
 import stat
 import zipfile
 import zlib
@@ -47,6 +48,7 @@ __all__ = [
     "Budget",
     "ZipLimits",
     "ZipReader",
+    "ascii_int",
     "clean_text",
     "inflate_gzip",
     "is_within",
@@ -80,6 +82,16 @@ def clean_text(value: str) -> str:
     except UnicodeEncodeError:
         return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
     return value
+
+
+_ASCII_NUMBER = re.compile(r"[0-9]{1,18}")
+
+
+def ascii_int(text: str) -> int | None:
+    """``text`` as a number when it is one written in ASCII digits (a task id, a ``<task_id>.json``
+    name), else None: ``str.isdigit`` also accepts ``"²"`` and ``"¹"``, which ``int`` refuses, and
+    ``int`` refuses numbers of more than 4,300 digits."""
+    return int(text) if _ASCII_NUMBER.fullmatch(text) else None
 
 
 class Budget:
@@ -645,9 +657,14 @@ class ZipReader:
         if info is None:
             raise SessionFormatError(f"{self.source}: has no member {name[:120]!r}")
         bound = min(limit or self.limits.max_member_bytes, self.limits.max_member_bytes)
+        remaining = self.limits.max_total_bytes - self._read_total
+        if min(info.file_size, bound + 1) > remaining:  # refused before it is read, not after
+            raise SessionFormatError(
+                f"{self.source}: members inflate to more than {self.limits.max_total_bytes} bytes in all; refused"
+            )
         try:
             with self._zip.open(info) as member:
-                data = member.read(bound + 1)
+                data = member.read(min(bound, remaining) + 1)
         except (zipfile.BadZipFile, ValueError, EOFError, OSError, NotImplementedError) as exc:
             raise SessionFormatError(f"{self.source}: member {name[:120]!r} cannot be read ({exc})") from None
         if len(data) > bound:

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from cdp_integration.cli import cli
 from cdp_integration.errors import EvaluationError, ReconstructedAnswerError, SessionFormatError
-from cdp_integration.evaluate import batch
+from cdp_integration.evaluate import session_line
 from cdp_integration.evaluate.batch import WORKER_CRASH, load_configs, score_directory
 
 REPO = Path(__file__).resolve().parents[2]
@@ -326,7 +326,7 @@ def test_a_configs_dir_without_task_files_is_an_error(tmp_path: Path) -> None:
 
 
 def test_eval_command_scores_and_writes_the_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(batch, "_SCORER_MODULE", __name__)
+    monkeypatch.setattr(session_line, "SCORER_MODULE", __name__)
     sessions = tmp_path / "s"
     write_spec(sessions, "a", task_id=1, template=1, score=1.0, live=1.0)
     write_spec(sessions, "b", task_id=2, template=2, score=0.0, live=1.0)

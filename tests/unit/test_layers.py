@@ -126,7 +126,11 @@ def test_the_graph_is_read_from_the_source() -> None:
     found = {(e.source, e.target, e.in_function) for e in GRAPH}
     assert ("cdp_integration.replay.page", "cdp_integration.session.models", False) in found
     assert ("cdp_integration.cli", "cdp_integration.demo.job", True) in found  # inside the command
-    assert ("cdp_integration.evaluate.batch", "cdp_integration.evaluate.scoring", False) in found  # a string
+    assert (
+        "cdp_integration.evaluate.session_line",
+        "cdp_integration.evaluate.scoring",
+        False,
+    ) in found  # a string
     assert len({e.source for e in GRAPH}) > 40
 
 
@@ -139,6 +143,39 @@ def test_every_import_goes_down_the_layers() -> None:
         and _layer(e.target) > _layer(e.source)  # type: ignore[operator]
     ]
     assert upward == []
+
+
+SCRIPTS = PACKAGE.parent / "evaluation" / "benchmarks" / "webarena"
+
+
+def _script_imports() -> set[tuple[str, str]]:
+    """(script, script) edges between the WebArena entry scripts' own modules (they import each
+    other by bare name, from their folder), wherever the import statement is."""
+    names = {path.stem for path in SCRIPTS.glob("*.py")}
+    edges = set()
+    for path in SCRIPTS.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                targets = [node.module or ""]
+            else:
+                continue
+            edges |= {(path.stem, target) for target in targets if target in names and target != path.stem}
+    return edges
+
+
+def test_no_two_modules_import_each_other() -> None:
+    """Each pair of modules depends one way (shared pieces live in a module both import), among the
+    evaluation modules and the WebArena scripts, lazy imports included: ``batch`` uses ``ray_scoring``,
+    both score through ``session_line``; ``run_infer`` uses ``pool_runner``, which gets its parsed
+    arguments."""
+    evaluate = {(e.source, e.target) for e in GRAPH if e.source.startswith("cdp_integration.evaluate.")}
+    edges = {(a, b) for a, b in evaluate if b.startswith("cdp_integration.evaluate.") and a != b}
+    edges |= _script_imports()
+    mutual = sorted(f"{a} <-> {b}" for a, b in edges if (b, a) in edges and a < b)
+    assert ("pool_runner", "scheduler") in edges  # the script reader sees their imports
+    assert mutual == []
 
 
 def test_the_library_never_imports_the_demo() -> None:

@@ -178,3 +178,19 @@ def test_the_linear_check_fails_on_quadratic_work(shape: str) -> None:
 
     with pytest.raises(AssertionError, match="quadratic"):
         assert_linear(make, 1_500)
+
+
+def test_compare_is_linear_in_the_trials_of_one_task(tmp_path: Path) -> None:
+    """Every line one task, every trial failing in both runs with another score: finding the trials
+    whose outcome differs looks at each trial once, not at every pair."""
+    from cdp_integration.evaluate.compare import compare_runs
+    from cdp_integration.evaluate.runs import read_run
+    from tests.unit.test_runs import line, write_run
+
+    def make(n: int) -> Callable[[], object]:
+        a = write_run(tmp_path / f"a{n}", [line(f"a{i}", 7, 0.0) for i in range(n)])
+        b = write_run(tmp_path / f"b{n}", [line(f"b{i}", 7, 0.5) for i in range(n)])
+        run_a, run_b = read_run(a), read_run(b)
+        return lambda: compare_runs(run_a, run_b)
+
+    assert_linear(make, 1_500)

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from cdp_integration.cli import cli
-from cdp_integration.evaluate import batch
+from cdp_integration.evaluate import session_line
 from cdp_integration.evaluate.command import write_viewers
 from cdp_integration.evaluate.compare import compare_runs, format_markdown, to_json, write_comparison
 from cdp_integration.evaluate.report import build_report, describe_trials, write_report
@@ -223,7 +223,7 @@ def test_the_html_report_holds_every_episode_and_fetches_nothing(tmp_path: Path)
 
 
 def fake_scorer(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(batch, "_SCORER_MODULE", "tests.unit.test_batch")
+    monkeypatch.setattr(session_line, "SCORER_MODULE", "tests.unit.test_batch")
 
 
 @pytest.mark.parametrize(

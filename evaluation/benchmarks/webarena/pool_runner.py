@@ -24,7 +24,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,16 +98,15 @@ class DeploymentWorker:
     ``{"drain": why}`` when the deployment could not be reset."""
 
     def __init__(
-        self, argv: list[str], deployment: Deployment, location: str, metadata: dict[str, Any]
+        self, args: argparse.Namespace, deployment: Deployment, location: str, metadata: dict[str, Any]
     ) -> None:
-        import run_infer
         from task_runner import private_home
 
         os.environ["WEBARENA_WORKER_PID"] = str(os.getpid())
         self.deployment = deployment
         self.location = location
         self.metadata = metadata | {"deployment": deployment.name}
-        self.args = args = run_infer.parse_args(argv)
+        self.args = args = argparse.Namespace(**vars(args))  # run_infer's, parsed once; this worker's copy
         self.staging = Path(tempfile.mkdtemp(prefix=f"wa-{deployment.name}-"))
         self._stack = contextlib.ExitStack()
         try:
@@ -200,7 +199,6 @@ def load_deployments(args: argparse.Namespace) -> list[Deployment]:
 
 def run_pool(
     args: argparse.Namespace,
-    argv: Sequence[str],
     output: RunOutput,
     metadata: dict[str, Any],
     *,
@@ -238,9 +236,9 @@ def run_pool(
     slots = [_Slot(d, n) for d in healthy for n in range(d.workers if args.backend == "ray" else 1)]
     attempts = _Attempts()
     backend = (
-        _RayBackend(args, argv, output.location, metadata)
+        _RayBackend(args, output.location, metadata)
         if args.backend == "ray"
-        else _LocalBackend(argv, output.location, metadata)
+        else _LocalBackend(args, output.location, metadata)
     )
     try:
         while True:
@@ -300,14 +298,14 @@ class _LocalBackend:
     process-wide state, BrowserGym's Playwright and the site variables: one driver serves the run and
     moves to the next deployment when its own is drained)."""
 
-    def __init__(self, argv: Sequence[str], location: str, metadata: dict[str, Any]) -> None:
-        self.argv, self.location, self.metadata = list(argv), location, metadata
+    def __init__(self, args: argparse.Namespace, location: str, metadata: dict[str, Any]) -> None:
+        self.args, self.location, self.metadata = args, location, metadata
         self.worker: DeploymentWorker | None = None
         self.result: dict[str, Any] | None = None
 
     def start(self, slot: _Slot, task_id: int, number: int) -> None:
         if self.worker is None:
-            self.worker = DeploymentWorker(self.argv, slot.deployment, self.location, self.metadata)
+            self.worker = DeploymentWorker(self.args, slot.deployment, self.location, self.metadata)
         elif self.worker.deployment.name != slot.deployment.name:
             self.worker.use(slot.deployment)
         self.result = self.worker.run(task_id, number)
@@ -323,14 +321,12 @@ class _LocalBackend:
 class _RayBackend:
     """Each slot's worker is a Ray actor on its deployment's node; ``wait`` returns the first finished."""
 
-    def __init__(
-        self, args: argparse.Namespace, argv: Sequence[str], location: str, metadata: dict[str, Any]
-    ) -> None:
+    def __init__(self, args: argparse.Namespace, location: str, metadata: dict[str, Any]) -> None:
         self._session = ray_session(
             args.ray_address, num_cpus=args.ray_num_cpus, python_paths=(str(HERE), str(REPO))
         )
         self.ray = self._session.__enter__()
-        self.args, self.argv, self.location, self.metadata = args, list(argv), location, metadata
+        self.args, self.location, self.metadata = args, location, metadata
         self.actor_class = self.ray.remote(DeploymentWorker)
 
     def _actor(self, slot: _Slot) -> Any:
@@ -342,7 +338,7 @@ class _RayBackend:
         if slot.deployment.node_label:
             options["resources"] = {slot.deployment.node_label: 0.001}
         return self.actor_class.options(**options).remote(
-            self.argv, slot.deployment, self.location, self.metadata
+            self.args, slot.deployment, self.location, self.metadata
         )
 
     def start(self, slot: _Slot, task_id: int, number: int) -> Any:

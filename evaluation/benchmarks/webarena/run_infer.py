@@ -260,7 +260,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> Path:
                 metadata = sdk_v1.metadata(args, output.dir, "webarena")
             else:
                 metadata = sdk_v0.metadata(args, output.dir, "webarena")
-            path = pool_runner.run_pool(args, argv, output, metadata)
+            path = pool_runner.run_pool(args, output, metadata)
         else:
             path = _run_local(args, argv, output)
     finally:
