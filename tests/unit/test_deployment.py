@@ -99,7 +99,7 @@ def test_all_wa_variables_without_a_base_url() -> None:
 def test_missing_urls_name_the_variables() -> None:
     with pytest.raises(EnvironmentSetupError, match=r"WEBARENA_BASE_URL .* WA_SHOPPING_ADMIN, WA_REDDIT"):
         site_urls_from_environment({"WA_SHOPPING": "http://shop", "WA_MAP": PLACEHOLDER_URL})
-    with pytest.raises(EnvironmentSetupError, match="WEBARENA_BASE_URL: 'wa.example' is not an http"):
+    with pytest.raises(EnvironmentSetupError, match=r"WEBARENA_BASE_URL: 'wa\.example' is not an http"):
         site_urls_from_environment({"WEBARENA_BASE_URL": "wa.example"})
 
 
