@@ -56,6 +56,7 @@ from cdp_integration.imports.trace_formats import LATEST_FORMAT, upgrade_events,
 from cdp_integration.imports.trace_screencast import Screencast, frame_png
 from cdp_integration.session.limits import SessionLimits, count_values, limit_hint
 from cdp_integration.session.models import (
+    CurrentTabSource,
     FormControlState,
     FrameState,
     NetworkExchange,
@@ -469,6 +470,17 @@ class _Snapshot:
 
 
 @dataclass
+class _Navigation:
+    """A commit in a page's frame (format 4 records them: ``Frame.navigated``, upgraded)."""
+
+    line: int
+    url: str
+    new_document: bool
+    main: bool | None
+    """The page's main frame navigated (False: a child frame; None: the trace does not tell)."""
+
+
+@dataclass
 class _Page:
     page_id: str
     opened: int
@@ -496,6 +508,8 @@ class _Trace:
     """The format the trace was written in (its events are read upgraded to the newest)."""
     screencasts: dict[str, Screencast] = field(default_factory=dict)
     """Each page's screencast frames (``screenshots=True``)."""
+    navigations: dict[str, list[_Navigation]] = field(default_factory=dict)
+    """Each page's navigations of a main or unknown frame, in trace order (format 4 only)."""
 
     def wall(self, monotonic: float) -> float:
         return self.wall0 + (monotonic - self.mono0) / 1000
@@ -647,6 +661,18 @@ def _read_trace(reader: ZipReader, limits: SessionLimits) -> _Trace:
             if owner is not None and owner.page is None and snapshot.main:
                 owner.page = page_id
             trace.pages.setdefault(page_id, _Page(page_id, opened=0))
+        elif kind == "event" and event.get("class") == "Frame" and event.get("method") == "navigated":
+            params = _obj(event.get("params"))
+            main = params.get("isMainFrame")
+            if isinstance(event.get("pageId"), str) and main is not False:
+                trace.navigations.setdefault(event["pageId"], []).append(
+                    _Navigation(
+                        line=line,
+                        url=_text(params.get("url")),
+                        new_document=params.get("newDocument") is True,
+                        main=main if isinstance(main, bool) else None,
+                    )
+                )
         elif kind == "event" and event.get("class") == "BrowserContext":
             params = _obj(event.get("params"))
             page_id = _text(params.get("pageId"))
@@ -827,6 +853,24 @@ def _action_text(call: _Call) -> str:
     return f"{call.method}({', '.join(parts)})"
 
 
+_LOADED_AFTER = "the DOM of a page loaded after the trace's last snapshot of it"
+_NAVIGATED_AFTER = "the DOM of a page after a same-document navigation the trace has no later snapshot of"
+_UNKNOWN_FRAME = (
+    "the URL of a page after a same-document navigation in a frame the trace does not name (a page "
+    "with child frames), with no later snapshot"
+)
+
+
+@dataclass
+class _Newer:
+    """What a page did after its last snapshot: its URL since, why its DOM is unknown, and whether
+    the URL itself is known."""
+
+    url: str
+    lack: str
+    url_known: bool
+
+
 @dataclass
 class _MainIndex:
     """Main-frame snapshots in trace order, with the latest per page before ``line`` (``done`` of
@@ -860,6 +904,8 @@ class _Builder:
         self.screenshots: dict[str, str | None] = {}
         """Screencast frame member -> its PNG (each frame decoded once)."""
         self.lacks: set[str] = set()
+        self.final_url_known = True
+        """The URL of the agent's current tab at the trace's end is known (``ImportedEpisode``)."""
         self.siblings: dict[tuple[str, str, str], dict[str, _Snapshot]] = {}
         """(page, call, phase) -> child frame id -> its snapshot taken with that page snapshot."""
         self.frame_history: dict[str, tuple[list[int], list[str]]] = {}
@@ -884,6 +930,19 @@ class _Builder:
                 times, loads = self._documents.setdefault(key, ([], []))
                 times.append(_number(entry.get("_monotonicTime")))
                 loads.append((order, entry))
+        self._navigation_index: dict[str, tuple[list[int], list[_Navigation], list[int]]] = {}
+        """Page -> the lines and navigations of its main frame, and the lines of its navigations in
+        a frame the trace does not name."""
+        for page_id, navigations in trace.navigations.items():
+            mains = [n for n in navigations if n.main]
+            unknown = [n.line for n in navigations if n.main is None]
+            self._navigation_index[page_id] = ([n.line for n in mains], mains, unknown)
+        self._main_times: dict[str, tuple[list[float], list[str]]] = {}
+        """Page -> the times and URLs of its main-frame snapshots, by time."""
+        for snapshot in sorted((s for s in trace.snapshots if s.main), key=lambda s: s.time):
+            times, urls = self._main_times.setdefault(snapshot.page, ([], []))
+            times.append(snapshot.time)
+            urls.append(snapshot.url)
         for snapshot in trace.snapshots:
             if not snapshot.main:
                 self.siblings.setdefault((snapshot.page, snapshot.call, snapshot.phase), {})[
@@ -925,22 +984,31 @@ class _Builder:
         return latest
 
     def _tab(
-        self, page_id: str, snapshot: _Snapshot | None, until: float, active: bool, *, probe: bool = False
-    ) -> TabState:
-        latest_load = self._last_document(page_id, snapshot, until)
-        newer = [latest_load] if latest_load is not None else []
-        if snapshot is None or newer:
-            url = _text(newer[-1]["request"].get("url")) if newer else "about:blank"
-            if newer:
-                self.lacks.add("the DOM of a page loaded after the trace's last snapshot of it")
-            return TabState(
+        self,
+        page_id: str,
+        snapshot: _Snapshot | None,
+        until: float,
+        active: bool,
+        limit_line: int,
+        *,
+        probe: bool = False,
+    ) -> tuple[TabState, bool]:
+        """The page's state at a step's end (``until``, trace line ``limit_line``) from its last
+        main-frame snapshot, and whether its URL is known. A snapshot the page moved on from (a
+        navigation or document load it does not show) leaves the tab its newer URL and no DOM."""
+        newer = self._newer(page_id, snapshot, until, limit_line)
+        if snapshot is None or newer is not None:
+            if newer is not None:
+                self.lacks.add(newer.lack)
+            tab = TabState(
                 tab_id=page_id,
-                url=url,
+                url=newer.url if newer is not None else "about:blank",
                 title="",
                 active=active,
                 html=None,
                 screenshot_png=self._screenshot(page_id, until),
             )
+            return tab, newer is None or newer.url_known
         rendered = self._render(snapshot, live_values=probe)
         return TabState(
             tab_id=page_id,
@@ -951,17 +1019,75 @@ class _Builder:
             form_state=rendered.form_state,
             frames=self._child_frames(snapshot),
             screenshot_png=self._screenshot(page_id, until if until != float("inf") else snapshot.time),
+        ), True
+
+    def _newer(
+        self, page_id: str, snapshot: _Snapshot | None, until: float, limit_line: int
+    ) -> _Newer | None:
+        """What the page's main frame did by the step's end that ``snapshot`` does not show, or None.
+
+        Format 4 records each commit (``Frame.navigated``): the snapshot shows the page when it was
+        taken after the main frame's last navigation and has its URL (a snapshot taken while a click's
+        navigation was still in flight has the old URL). A same-document navigation of a frame the
+        trace does not name, after the snapshot, leaves the URL unknown. Later formats record only
+        document loads (``_newer_load``); same-document navigations after the last snapshot are not
+        recorded there at all."""
+        navigations = self.trace.navigations.get(page_id)
+        if not navigations:
+            return self._newer_load(page_id, snapshot, until)
+        line = max(limit_line, snapshot.line + 1) if snapshot is not None else limit_line
+        main_lines, mains, unknown_lines = self._navigation_index[page_id]
+        at = bisect.bisect_left(main_lines, line) - 1
+        last = mains[at] if at >= 0 else None
+        at_unknown = bisect.bisect_left(unknown_lines, line) - 1
+        seen = max(snapshot.line if snapshot is not None else 0, last.line if last is not None else 0)
+        url_known = not (at_unknown >= 0 and unknown_lines[at_unknown] > seen)
+        if last is not None and (snapshot is None or last.line > snapshot.line or last.url != snapshot.url):
+            lack = _LOADED_AFTER if last.new_document else _NAVIGATED_AFTER
+            return _Newer(last.url, lack, url_known)
+        if not url_known:
+            return _Newer(snapshot.url if snapshot is not None else "about:blank", _UNKNOWN_FRAME, False)
+        return self._newer_load(page_id, snapshot, until) if last is None else None
+
+    def _newer_load(self, page_id: str, snapshot: _Snapshot | None, until: float) -> _Newer | None:
+        """The page's last document load by ``until`` when ``snapshot`` does not show it: the snapshot
+        was taken before the response could commit, or it has another URL while taken before the
+        load finished or still has the URL the page had before the load (it raced the navigation)."""
+        reach = max(until, snapshot.time) if snapshot is not None else until
+        load = self._last_document(page_id, snapshot, reach)
+        if load is None:
+            return None
+        url = _text(_obj(load.get("request")).get("url"))
+        newer = _Newer(url, _LOADED_AFTER, True)
+        if snapshot is None:
+            return newer
+        started = _number(load.get("_monotonicTime"))
+        timings = _obj(load.get("timings"))
+        responded = started + sum(
+            max(0.0, _number(timings.get(part))) for part in ("blocked", "dns", "connect", "send", "wait")
         )
+        finished = started + max(0.0, _number(load.get("time")))
+        if snapshot.time < responded:
+            return newer
+        if snapshot.url != url and (snapshot.time < finished or self._url_before(page_id, started) == snapshot.url):
+            return newer
+        return None
+
+    def _url_before(self, page_id: str, time: float) -> str | None:
+        """The URL of the page's last main-frame snapshot taken before ``time``."""
+        times, urls = self._main_times.get(page_id, ([], []))
+        at = bisect.bisect_left(times, time) - 1
+        return urls[at] if at >= 0 else None
 
     def _last_document(self, page_id: str, snapshot: _Snapshot | None, until: float) -> dict[str, Any] | None:
         """The page's last document load at or before ``until`` (of ``snapshot``'s frame or of no
-        frame) newer than ``snapshot``; found by bisection in per-page, per-frame lists."""
+        frame); found by bisection in per-page, per-frame lists."""
         keys = [(page_id, None)] if snapshot is None else [(page_id, ""), (page_id, snapshot.frame)]
         best: tuple[float, int, dict[str, Any]] | None = None
         for key in keys:
             times, loads = self._documents.get(key, ([], []))
             at = bisect.bisect_right(times, until) - 1
-            if at >= 0 and (snapshot is None or times[at] > snapshot.time):
+            if at >= 0:
                 order, entry = loads[at]
                 if best is None or (times[at], order) > (best[0], best[1]):
                     best = (times[at], order, entry)
@@ -1072,6 +1198,7 @@ class _Builder:
             boundaries = [(None, None)]
         steps: list[Step] = []
         active_page = next((a.page for a in actions if a.page), None)
+        url_known = True
         for number, (done, upcoming) in enumerate(boundaries):
             if done is not None and done.page:
                 active_page = done.page
@@ -1085,12 +1212,15 @@ class _Builder:
                 and page.opened < limit_line
                 and (page.closed is None or page.closed > limit_line)
             ]
-            if active_page is None or all(p.page_id != active_page for p in open_pages):
-                active_page = open_pages[0].page_id if open_pages else None
-            tabs = [
-                self._tab(p.page_id, latest.get(p.page_id), until, p.page_id == active_page)
-                for p in open_pages
-            ]
+            active_page, source = _current_tab(open_pages, active_page, done, upcoming)
+            tabs: list[TabState] = []
+            for p in open_pages:
+                tab, known = self._tab(
+                    p.page_id, latest.get(p.page_id), until, p.page_id == active_page, limit_line
+                )
+                tabs.append(tab)
+                if p.page_id == active_page:
+                    url_known = known
             network, resources = self._traffic(until) if upcoming is not None else ([], [])
             resources += self._overrides([latest[p.page_id] for p in open_pages if p.page_id in latest])
             active = next((t for t in tabs if t.active), tabs[0] if tabs else None)
@@ -1111,8 +1241,10 @@ class _Builder:
                     cookies=self.jar.cookies(),
                     network=network,
                     resources=resources,
+                    current_tab_source=source if tabs else None,
                 )
             )
+        self.final_url_known = url_known
         # the rest of the traffic (the last action's and the evaluator's) and the final cookies
         end_network, end_resources = self._traffic(float("inf"))
         last = steps[-1]
@@ -1131,8 +1263,34 @@ class _Builder:
                 continue
             mains = [s for s in trace.snapshots if s.page == page_id and s.main and s.url != "about:blank"]
             if mains:
-                probe_pages.append(self._tab(page_id, mains[-1], float("inf"), False, probe=True))
+                probe_pages.append(
+                    self._tab(page_id, mains[-1], float("inf"), False, trace.lines + 1, probe=True)[0]
+                )
         return steps, [], probe_pages
+
+
+def _current_tab(
+    open_pages: list[_Page], active_page: str | None, done: _Call | None, upcoming: _Call | None
+) -> tuple[str | None, CurrentTabSource]:
+    """The agent's current tab at a step's end, and how that was decided (``Step.current_tab_source``).
+
+    A trace records which page each call acted in, not which one the agent's harness held current:
+    the page of the step's action (``acted``), unless a page opened since (a popup, a new tab) and
+    the agent's next action does not say which of them it went on with; at the trace's end, with a
+    page opened after the last action began, ``unknown`` (a question about the current tab is then a
+    loud miss, never the older tab's answer)."""
+    ids = {page.page_id for page in open_pages}
+    if active_page not in ids:
+        active_page = open_pages[0].page_id if open_pages else None
+    if len(open_pages) <= 1:
+        return active_page, "only_tab"
+    since = done.line if done is not None else 0
+    opened = [page.page_id for page in open_pages if page.opened > since and page.page_id != active_page]
+    if done is not None and not opened:
+        return active_page, "acted"
+    if upcoming is not None and upcoming.page in ids:
+        return upcoming.page, "acted"
+    return active_page, "unknown"
 
 
 def _task_id(path: Path) -> int | None:
@@ -1173,6 +1331,7 @@ def import_trace(
         steps=steps,
         task_id=task_id,
         answer_text_known=False,
+        final_url_known=builder.final_url_known,
         lacks=lacks,
         end_network=end_network,
         probe_pages=probe_pages,
