@@ -23,9 +23,13 @@ guard treats it as scripted (refusing, rather than guessing, what listeners woul
 (click, fill, goto, ...); a step's state is the last snapshot of each open page before the next
 action. Pages the live evaluator opened (opened and closed with only ``goto`` / reads) are not
 tabs; those opened after the last action are the end probe's pages (their snapshots are the
-state the evaluator saw). A page that loaded a new document after its last snapshot (a click that
-navigated, with no snapshot afterwards) has its URL but no DOM, so a question about it is a
-``ReplayMissError``, never the previous page's answer.
+state the evaluator saw). The last step is the state the trace ends in: every snapshot up to its
+end (reads after the last action, such as the evaluator's ``evaluate``), tabs opened and closed since.
+A page that moved on after its last snapshot (a click that navigated, its snapshot taken before the
+new document committed, nothing later) has its new URL but no DOM, so a question about it is a
+``ReplayMissError``, never the previous page's answer (``_Builder._newer``: format 4's commit events,
+else the network log's document loads). Each step records how its current tab was decided
+(``_current_tab``); a tab opened after the last action makes it ``unknown``.
 
 **Frames and network.** Same-origin child frames snapshotted with a page become its ``frames``
 (cross-origin ones are left out, as live scripts cannot read them); request and response bodies
@@ -1069,7 +1073,9 @@ class _Builder:
         finished = started + max(0.0, _number(load.get("time")))
         if snapshot.time < responded:
             return newer
-        if snapshot.url != url and (snapshot.time < finished or self._url_before(page_id, started) == snapshot.url):
+        if snapshot.url != url and (
+            snapshot.time < finished or self._url_before(page_id, started) == snapshot.url
+        ):
             return newer
         return None
 

@@ -107,7 +107,7 @@ def upgrade_4(events: Events) -> Events:
             out.append(event)
             continue
         cls, method, params = event.get("class"), event.get("method"), _params(event)
-        initializer = params.get("initializer") if isinstance(params.get("initializer"), dict) else {}
+        initializer = _params({"params": params.get("initializer")})
         guid = params.get("guid") if isinstance(params.get("guid"), str) else None
         page = params.get("page")
         if method == "__create__" and guid is not None:
@@ -321,7 +321,11 @@ def upgrade_network(events: Events) -> Events:
     for event in events:
         _resource_names(event)
         entry = event.get("snapshot")
-        if event.get("type") == "resource-snapshot" and isinstance(entry, dict) and "_resourceType" not in entry:
+        if (
+            event.get("type") == "resource-snapshot"
+            and isinstance(entry, dict)
+            and "_resourceType" not in entry
+        ):
             request = entry.get("request")
             if isinstance(request, dict) and _navigation_request(request.get("headers")):
                 entry["_resourceType"] = "document"
@@ -333,7 +337,11 @@ def _navigation_request(headers: Any) -> bool:
     that gets no ``Sec-Fetch-*`` headers (plain HTTP), ``Upgrade-Insecure-Requests: 1``."""
     named: dict[str, str] = {}
     for header in headers if isinstance(headers, list) else []:
-        if isinstance(header, dict) and isinstance(header.get("name"), str) and isinstance(header.get("value"), str):
+        if (
+            isinstance(header, dict)
+            and isinstance(header.get("name"), str)
+            and isinstance(header.get("value"), str)
+        ):
             named[header["name"].lower()] = header["value"].strip().lower()
     if "sec-fetch-mode" in named:
         return named["sec-fetch-mode"] == "navigate"

@@ -20,7 +20,6 @@ from cdp_integration.errors import ReplayMissError
 from cdp_integration.evaluate.scoring import evaluate_session
 from cdp_integration.imports.common import write_episode
 from cdp_integration.imports.playwright_trace import import_trace
-
 from cdp_integration.session.store import Session, load_session
 
 P, POPUP = "page@agent", "page@popup"
@@ -82,10 +81,15 @@ class Trace:
                  "params": {"page": {"guid": page}}},
             ]  # fmt: skip
 
-    def load(self, url: str, start: float, wait: float, total: float, frame: str = MAIN, page: str = P) -> None:
+    def load(
+        self, url: str, start: float, wait: float, total: float, frame: str = MAIN, page: str = P
+    ) -> None:
         """A navigation request: in the network log (no ``_resourceType``, as before format 9) and, in
         format 4, as a ``Request`` the navigation names."""
-        headers = [{"name": "Accept", "value": "text/html"}, {"name": "Upgrade-Insecure-Requests", "value": "1"}]
+        headers = [
+            {"name": "Accept", "value": "text/html"},
+            {"name": "Upgrade-Insecure-Requests", "value": "1"},
+        ]
         self.network.append(
             {"type": "resource-snapshot", "snapshot": {
                 "pageref": page, "_frameref": frame, "_monotonicTime": start, "time": total,
@@ -159,7 +163,12 @@ def _session(trace: Trace, tmp_path: Path) -> Session:
 
 
 def _config(*evaluations: dict[str, Any]) -> dict[str, Any]:
-    merged: dict[str, Any] = {"eval_types": [], "reference_answers": None, "reference_url": "", "program_html": []}
+    merged: dict[str, Any] = {
+        "eval_types": [],
+        "reference_answers": None,
+        "reference_url": "",
+        "program_html": [],
+    }
     for evaluation in evaluations:
         merged["eval_types"] += evaluation["eval_types"]
         merged.update({k: v for k, v in evaluation.items() if k != "eval_types"})
@@ -173,12 +182,14 @@ ON_PAGE = {
 }
 
 
-def _score(session: Session, *evaluations: dict[str, Any]) -> float:
+def _score(session: Session, *evaluations: dict[str, Any]) -> float | None:
     return evaluate_session(session, _config(*evaluations), per_step=False).score
 
 
 @pytest.mark.parametrize("version", [4, 7])
-def test_a_later_snapshot_after_the_last_actions_navigation_is_the_end_state(version: int, tmp_path: Path) -> None:
+def test_a_later_snapshot_after_the_last_actions_navigation_is_the_end_state(
+    version: int, tmp_path: Path
+) -> None:
     session = _session(_search_then_go(version, later_snapshot=True), tmp_path)
     final = session.final_step
     assert final.url == SEARCH and final.html is not None and RESULTS in final.html
@@ -198,7 +209,9 @@ def test_a_navigation_no_snapshot_shows_is_a_loud_miss_never_the_old_page(
     final = session.final_step
     assert final.url == SEARCH and final.html is None
     assert _score(session, URL_MATCH) == 1.0  # the URL is recorded: as live
-    with pytest.raises(ReplayMissError, match="lacks the DOM of a page loaded after the trace's last snapshot"):
+    with pytest.raises(
+        ReplayMissError, match="lacks the DOM of a page loaded after the trace's last snapshot"
+    ):
         _score(session, ON_PAGE)
 
 
@@ -245,7 +258,9 @@ def test_format_4_a_same_document_navigation_after_the_last_snapshot(tmp_path: P
 
 
 @pytest.mark.parametrize("version", [4, 7])
-def test_a_tab_opened_after_the_last_action_makes_the_current_tab_unknown(version: int, tmp_path: Path) -> None:
+def test_a_tab_opened_after_the_last_action_makes_the_current_tab_unknown(
+    version: int, tmp_path: Path
+) -> None:
     """The agent's click opened a popup: whether its harness went on in it the trace does not say, so
     a question about the current tab is loud; a question about a given URL is not."""
     trace = _search_then_go(version, later_snapshot=True)
