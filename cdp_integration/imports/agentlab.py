@@ -501,7 +501,8 @@ def _experiment(folder: Path, root: Path) -> ImportedEpisode:
         titles = [t for t in obs.get("open_pages_titles") or [] if isinstance(t, str)]
         active_raw = obs.get("active_page_index")
         active = active_raw[0] if isinstance(active_raw, list) and active_raw else active_raw
-        active = active if isinstance(active, int) and 0 <= active < max(len(urls), 1) else 0
+        told = isinstance(active, int) and 0 <= active < max(len(urls), 1)
+        active = active if isinstance(active, int) and told else 0
         observed_url = obs.get("url")
         url: str = (
             observed_url if isinstance(observed_url, str) else (urls[active] if urls else "about:blank")
@@ -536,6 +537,8 @@ def _experiment(folder: Path, root: Path) -> ImportedEpisode:
                 url=url,
                 title=title,
                 tabs=tabs,
+                # BrowserGym's own active page (``active_page_index``): the harness's current tab
+                current_tab_source="harness" if told else None,
                 reward=float(reward)
                 if isinstance(reward, int | float) and not isinstance(reward, bool)
                 else None,

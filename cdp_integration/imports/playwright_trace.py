@@ -23,9 +23,13 @@ guard treats it as scripted (refusing, rather than guessing, what listeners woul
 (click, fill, goto, ...); a step's state is the last snapshot of each open page before the next
 action. Pages the live evaluator opened (opened and closed with only ``goto`` / reads) are not
 tabs; those opened after the last action are the end probe's pages (their snapshots are the
-state the evaluator saw). A page that loaded a new document after its last snapshot (a click that
-navigated, with no snapshot afterwards) has its URL but no DOM, so a question about it is a
-``ReplayMissError``, never the previous page's answer.
+state the evaluator saw). The last step is the state the trace ends in: every snapshot up to its
+end (reads after the last action, such as the evaluator's ``evaluate``), tabs opened and closed since.
+A page that moved on after its last snapshot (a click that navigated, its snapshot taken before the
+new document committed, nothing later) has its new URL but no DOM, so a question about it is a
+``ReplayMissError``, never the previous page's answer (``_Builder._newer``: format 4's commit events,
+else the network log's document loads). Each step records how its current tab was decided
+(``_current_tab``); a tab opened after the last action makes it ``unknown``.
 
 **Frames and network.** Same-origin child frames snapshotted with a page become its ``frames``
 (cross-origin ones are left out, as live scripts cannot read them); request and response bodies
@@ -56,6 +60,7 @@ from cdp_integration.imports.trace_formats import LATEST_FORMAT, upgrade_events,
 from cdp_integration.imports.trace_screencast import Screencast, frame_png
 from cdp_integration.session.limits import SessionLimits, count_values, limit_hint
 from cdp_integration.session.models import (
+    CurrentTabSource,
     FormControlState,
     FrameState,
     NetworkExchange,
@@ -469,6 +474,17 @@ class _Snapshot:
 
 
 @dataclass
+class _Navigation:
+    """A commit in a page's frame (format 4 records them: ``Frame.navigated``, upgraded)."""
+
+    line: int
+    url: str
+    new_document: bool
+    main: bool | None
+    """The page's main frame navigated (False: a child frame; None: the trace does not tell)."""
+
+
+@dataclass
 class _Page:
     page_id: str
     opened: int
@@ -496,6 +512,8 @@ class _Trace:
     """The format the trace was written in (its events are read upgraded to the newest)."""
     screencasts: dict[str, Screencast] = field(default_factory=dict)
     """Each page's screencast frames (``screenshots=True``)."""
+    navigations: dict[str, list[_Navigation]] = field(default_factory=dict)
+    """Each page's navigations of a main or unknown frame, in trace order (format 4 only)."""
 
     def wall(self, monotonic: float) -> float:
         return self.wall0 + (monotonic - self.mono0) / 1000
@@ -647,6 +665,18 @@ def _read_trace(reader: ZipReader, limits: SessionLimits) -> _Trace:
             if owner is not None and owner.page is None and snapshot.main:
                 owner.page = page_id
             trace.pages.setdefault(page_id, _Page(page_id, opened=0))
+        elif kind == "event" and event.get("class") == "Frame" and event.get("method") == "navigated":
+            params = _obj(event.get("params"))
+            main = params.get("isMainFrame")
+            if isinstance(event.get("pageId"), str) and main is not False:
+                trace.navigations.setdefault(event["pageId"], []).append(
+                    _Navigation(
+                        line=line,
+                        url=_text(params.get("url")),
+                        new_document=params.get("newDocument") is True,
+                        main=main if isinstance(main, bool) else None,
+                    )
+                )
         elif kind == "event" and event.get("class") == "BrowserContext":
             params = _obj(event.get("params"))
             page_id = _text(params.get("pageId"))
@@ -827,6 +857,24 @@ def _action_text(call: _Call) -> str:
     return f"{call.method}({', '.join(parts)})"
 
 
+_LOADED_AFTER = "the DOM of a page loaded after the trace's last snapshot of it"
+_NAVIGATED_AFTER = "the DOM of a page after a same-document navigation the trace has no later snapshot of"
+_UNKNOWN_FRAME = (
+    "the URL of a page after a same-document navigation in a frame the trace does not name (a page "
+    "with child frames), with no later snapshot"
+)
+
+
+@dataclass
+class _Newer:
+    """What a page did after its last snapshot: its URL since, why its DOM is unknown, and whether
+    the URL itself is known."""
+
+    url: str
+    lack: str
+    url_known: bool
+
+
 @dataclass
 class _MainIndex:
     """Main-frame snapshots in trace order, with the latest per page before ``line`` (``done`` of
@@ -851,8 +899,8 @@ class _Builder:
     """Walks the trace once, building the state at each step boundary."""
 
     def __init__(self, trace: _Trace, limits: SessionLimits) -> None:
-        self.trace = trace
         self.limits = limits
+        self.trace = trace
         self.evaluator = _evaluator_pages(trace)
         self.jar = CookieJar()
         self.network_done = 0
@@ -861,8 +909,10 @@ class _Builder:
         self.screenshots: dict[str, str | None] = {}
         """Screencast frame member -> its PNG (each frame decoded once)."""
         self.lacks: set[str] = set()
-        self.tabs: dict[str, tuple[tuple[Any, ...], TabState]] = {}
+        self.tabs: dict[str, tuple[tuple[Any, ...], tuple[TabState, bool]]] = {}
         """Page id -> what its last tab state was built from, and that state (reused while unchanged)."""
+        self.final_url_known = True
+        """The URL of the agent's current tab at the trace's end is known (``ImportedEpisode``)."""
         self.siblings: dict[tuple[str, str, str], dict[str, _Snapshot]] = {}
         """(page, call, phase) -> child frame id -> its snapshot taken with that page snapshot."""
         self.frame_history: dict[str, tuple[list[int], list[str]]] = {}
@@ -887,6 +937,19 @@ class _Builder:
                 times, loads = self._documents.setdefault(key, ([], []))
                 times.append(_number(entry.get("_monotonicTime")))
                 loads.append((order, entry))
+        self._navigation_index: dict[str, tuple[list[int], list[_Navigation], list[int]]] = {}
+        """Page -> the lines and navigations of its main frame, and the lines of its navigations in
+        a frame the trace does not name."""
+        for page_id, navigations in trace.navigations.items():
+            mains = [n for n in navigations if n.main]
+            unknown = [n.line for n in navigations if n.main is None]
+            self._navigation_index[page_id] = ([n.line for n in mains], mains, unknown)
+        self._main_times: dict[str, tuple[list[float], list[str]]] = {}
+        """Page -> the times and URLs of its main-frame snapshots, by time."""
+        for snapshot in sorted((s for s in trace.snapshots if s.main), key=lambda s: s.time):
+            times, urls = self._main_times.setdefault(snapshot.page, ([], []))
+            times.append(snapshot.time)
+            urls.append(snapshot.url)
         for snapshot in trace.snapshots:
             if not snapshot.main:
                 self.siblings.setdefault((snapshot.page, snapshot.call, snapshot.phase), {})[
@@ -928,52 +991,65 @@ class _Builder:
         return latest
 
     def _tab(
-        self, page_id: str, snapshot: _Snapshot | None, until: float, active: bool, *, probe: bool = False
-    ) -> TabState:
-        """The tab's state at ``until``; the same object as at the previous step when nothing of it
-        changed, so a trace of many open pages costs its pages plus a pointer per page and step, not
-        a copy of every open page at every step."""
-        latest_load = self._last_document(page_id, snapshot, until)
-        fresh = snapshot is None or latest_load is not None
-        screencast = self.trace.screencasts.get(page_id)
+        self,
+        page_id: str,
+        snapshot: _Snapshot | None,
+        until: float,
+        active: bool,
+        limit_line: int,
+        *,
+        probe: bool = False,
+    ) -> tuple[TabState, bool]:
+        """The page's state at a step's end (``until``, trace line ``limit_line``) from its last
+        main-frame snapshot, and whether its URL is known. A snapshot the page moved on from (a
+        navigation or document load it does not show) leaves the tab its newer URL and no DOM.
+
+        The same object as at the previous step when nothing of it changed, so a trace of many open
+        pages costs its pages plus a pointer per page and step, not a copy of every open page at every
+        step."""
+        newer = self._newer(page_id, snapshot, until, limit_line)
+        fresh = snapshot is None or newer is not None
         shot_at = until if fresh or until != float("inf") else snapshot.time  # type: ignore[union-attr]
+        screencast = self.trace.screencasts.get(page_id)
         member = screencast.at(shot_at) if screencast is not None else None
         key = (
             snapshot.line if snapshot is not None else None,
-            id(latest_load) if latest_load is not None else None,
+            (newer.url, newer.lack, newer.url_known) if newer is not None else None,
             active,
             probe,
             member,
         )
         known = self.tabs.get(page_id)
         if known is not None and known[0] == key:
+            if newer is not None:
+                self.lacks.add(newer.lack)
             return known[1]
-        tab = self._new_tab(page_id, snapshot, latest_load, active, member, probe=probe)
-        self.tabs[page_id] = (key, tab)
-        return tab
+        built = self._new_tab(page_id, snapshot, newer, active, member, probe=probe)
+        self.tabs[page_id] = (key, built)
+        return built
 
     def _new_tab(
         self,
         page_id: str,
         snapshot: _Snapshot | None,
-        latest_load: dict[str, Any] | None,
+        newer: _Newer | None,
         active: bool,
         member: str | None,
         *,
         probe: bool,
-    ) -> TabState:
-        if snapshot is None or latest_load is not None:
-            url = _text(latest_load["request"].get("url")) if latest_load is not None else "about:blank"
-            if latest_load is not None:
-                self.lacks.add("the DOM of a page loaded after the trace's last snapshot of it")
-            return TabState(
+    ) -> tuple[TabState, bool]:
+        if snapshot is None or newer is not None:
+            if newer is not None:
+                self.lacks.add(newer.lack)
+            tab = TabState(
                 tab_id=page_id,
-                url=url,
+                url=newer.url if newer is not None else "about:blank",
                 title="",
                 active=active,
                 html=None,
                 screenshot_png=self._screenshot(member),
             )
+            return tab, newer is None or newer.url_known
         rendered = self._render(snapshot, live_values=probe)
         return TabState(
             tab_id=page_id,
@@ -984,17 +1060,77 @@ class _Builder:
             form_state=rendered.form_state,
             frames=self._child_frames(snapshot),
             screenshot_png=self._screenshot(member),
+        ), True
+
+    def _newer(
+        self, page_id: str, snapshot: _Snapshot | None, until: float, limit_line: int
+    ) -> _Newer | None:
+        """What the page's main frame did by the step's end that ``snapshot`` does not show, or None.
+
+        Format 4 records each commit (``Frame.navigated``): the snapshot shows the page when it was
+        taken after the main frame's last navigation and has its URL (a snapshot taken while a click's
+        navigation was still in flight has the old URL). A same-document navigation of a frame the
+        trace does not name, after the snapshot, leaves the URL unknown. Later formats record only
+        document loads (``_newer_load``); same-document navigations after the last snapshot are not
+        recorded there at all."""
+        navigations = self.trace.navigations.get(page_id)
+        if not navigations:
+            return self._newer_load(page_id, snapshot, until)
+        line = max(limit_line, snapshot.line + 1) if snapshot is not None else limit_line
+        main_lines, mains, unknown_lines = self._navigation_index[page_id]
+        at = bisect.bisect_left(main_lines, line) - 1
+        last = mains[at] if at >= 0 else None
+        at_unknown = bisect.bisect_left(unknown_lines, line) - 1
+        seen = max(snapshot.line if snapshot is not None else 0, last.line if last is not None else 0)
+        url_known = not (at_unknown >= 0 and unknown_lines[at_unknown] > seen)
+        if last is not None and (snapshot is None or last.line > snapshot.line or last.url != snapshot.url):
+            lack = _LOADED_AFTER if last.new_document else _NAVIGATED_AFTER
+            return _Newer(last.url, lack, url_known)
+        if not url_known:
+            return _Newer(snapshot.url if snapshot is not None else "about:blank", _UNKNOWN_FRAME, False)
+        return self._newer_load(page_id, snapshot, until) if last is None else None
+
+    def _newer_load(self, page_id: str, snapshot: _Snapshot | None, until: float) -> _Newer | None:
+        """The page's last document load by ``until`` when ``snapshot`` does not show it: the snapshot
+        was taken before the response could commit, or it has another URL while taken before the
+        load finished or still has the URL the page had before the load (it raced the navigation)."""
+        reach = max(until, snapshot.time) if snapshot is not None else until
+        load = self._last_document(page_id, snapshot, reach)
+        if load is None:
+            return None
+        url = _text(_obj(load.get("request")).get("url"))
+        newer = _Newer(url, _LOADED_AFTER, True)
+        if snapshot is None:
+            return newer
+        started = _number(load.get("_monotonicTime"))
+        timings = _obj(load.get("timings"))
+        responded = started + sum(
+            max(0.0, _number(timings.get(part))) for part in ("blocked", "dns", "connect", "send", "wait")
         )
+        finished = started + max(0.0, _number(load.get("time")))
+        if snapshot.time < responded:
+            return newer
+        if snapshot.url != url and (
+            snapshot.time < finished or self._url_before(page_id, started) == snapshot.url
+        ):
+            return newer
+        return None
+
+    def _url_before(self, page_id: str, time: float) -> str | None:
+        """The URL of the page's last main-frame snapshot taken before ``time``."""
+        times, urls = self._main_times.get(page_id, ([], []))
+        at = bisect.bisect_left(times, time) - 1
+        return urls[at] if at >= 0 else None
 
     def _last_document(self, page_id: str, snapshot: _Snapshot | None, until: float) -> dict[str, Any] | None:
         """The page's last document load at or before ``until`` (of ``snapshot``'s frame or of no
-        frame) newer than ``snapshot``; found by bisection in per-page, per-frame lists."""
+        frame); found by bisection in per-page, per-frame lists."""
         keys = [(page_id, None)] if snapshot is None else [(page_id, ""), (page_id, snapshot.frame)]
         best: tuple[float, int, dict[str, Any]] | None = None
         for key in keys:
             times, loads = self._documents.get(key, ([], []))
             at = bisect.bisect_right(times, until) - 1
-            if at >= 0 and (snapshot is None or times[at] > snapshot.time):
+            if at >= 0:
                 order, entry = loads[at]
                 if best is None or (times[at], order) > (best[0], best[1]):
                     best = (times[at], order, entry)
@@ -1102,10 +1238,11 @@ class _Builder:
         if not actions:
             boundaries = [(None, None)]
         steps: list[Step] = []
+        active_page = next((a.page for a in actions if a.page), None)
+        url_known = True
         # Every step holds a tab state per open page: bounded like steps, or a few KB of trace that
         # opens a page per action would make a session of pages x actions tabs.
         tab_states = 0
-        active_page = next((a.page for a in actions if a.page), None)
         for number, (done, upcoming) in enumerate(boundaries):
             if done is not None and done.page:
                 active_page = done.page
@@ -1126,12 +1263,15 @@ class _Builder:
                     f"(open pages summed over the steps, {len(open_pages)} open here; "
                     f"{limit_hint('max_steps')}); refused"
                 )
-            if active_page is None or all(p.page_id != active_page for p in open_pages):
-                active_page = open_pages[0].page_id if open_pages else None
-            tabs = [
-                self._tab(p.page_id, latest.get(p.page_id), until, p.page_id == active_page)
-                for p in open_pages
-            ]
+            active_page, source = _current_tab(open_pages, active_page, done, upcoming)
+            tabs: list[TabState] = []
+            for p in open_pages:
+                tab, known = self._tab(
+                    p.page_id, latest.get(p.page_id), until, p.page_id == active_page, limit_line
+                )
+                tabs.append(tab)
+                if p.page_id == active_page:
+                    url_known = known
             network, resources = self._traffic(until) if upcoming is not None else ([], [])
             resources += self._overrides([latest[p.page_id] for p in open_pages if p.page_id in latest])
             active = next((t for t in tabs if t.active), tabs[0] if tabs else None)
@@ -1152,8 +1292,10 @@ class _Builder:
                     cookies=self.jar.cookies(),
                     network=network,
                     resources=resources,
+                    current_tab_source=source if tabs else None,
                 )
             )
+        self.final_url_known = url_known
         # the rest of the traffic (the last action's and the evaluator's) and the final cookies
         end_network, end_resources = self._traffic(float("inf"))
         last = steps[-1]
@@ -1172,8 +1314,34 @@ class _Builder:
                 continue
             mains = [s for s in trace.snapshots if s.page == page_id and s.main and s.url != "about:blank"]
             if mains:
-                probe_pages.append(self._tab(page_id, mains[-1], float("inf"), False, probe=True))
+                probe_pages.append(
+                    self._tab(page_id, mains[-1], float("inf"), False, trace.lines + 1, probe=True)[0]
+                )
         return steps, [], probe_pages
+
+
+def _current_tab(
+    open_pages: list[_Page], active_page: str | None, done: _Call | None, upcoming: _Call | None
+) -> tuple[str | None, CurrentTabSource]:
+    """The agent's current tab at a step's end, and how that was decided (``Step.current_tab_source``).
+
+    A trace records which page each call acted in, not which one the agent's harness held current:
+    the page of the step's action (``acted``), unless a page opened since (a popup, a new tab) and
+    the agent's next action does not say which of them it went on with; at the trace's end, with a
+    page opened after the last action began, ``unknown`` (a question about the current tab is then a
+    loud miss, never the older tab's answer)."""
+    ids = {page.page_id for page in open_pages}
+    if active_page not in ids:
+        active_page = open_pages[0].page_id if open_pages else None
+    if len(open_pages) <= 1:
+        return active_page, "only_tab"
+    since = done.line if done is not None else 0
+    opened = [page.page_id for page in open_pages if page.opened > since and page.page_id != active_page]
+    if done is not None and not opened:
+        return active_page, "acted"
+    if upcoming is not None and upcoming.page in ids:
+        return upcoming.page, "acted"
+    return active_page, "unknown"
 
 
 def _task_id(path: Path) -> int | None:
@@ -1213,6 +1381,7 @@ def import_trace(
         steps=steps,
         task_id=task_id,
         answer_text_known=False,
+        final_url_known=builder.final_url_known,
         lacks=lacks,
         end_network=end_network,
         probe_pages=probe_pages,

@@ -16,7 +16,16 @@ As Playwright's own trace viewer does (its trace loader's ``_modernize_N_to_N+1`
 - **snapshot phases**: a ``frame-snapshot`` has ``phase`` (``before`` / ``input`` / ``after``);
   before format 9 it was only in the snapshot's name (``before@call@7``);
 - **call titles**: ``title`` (was ``apiName``); **resource names**: ``_file`` / ``file`` paths inside
-  the zip (were bare ``_sha1`` / ``sha1`` names under ``resources/``).
+  the zip (were bare ``_sha1`` / ``sha1`` names under ``resources/``);
+- **navigations**: format 4 recorded each frame's commits as protocol events (``Frame.navigated``:
+  URL, commit time, ``newDocument`` naming the request); they are kept as ``Frame.navigated`` events
+  with ``params.url``, ``params.newDocument`` (a bool) and ``params.isMainFrame`` (true, false, or
+  absent when the trace cannot tell: a same-document navigation on a page with child frames). Later
+  formats record no navigation events: a page's document loads are its network log's;
+- **document loads**: a ``resource-snapshot`` carries ``_resourceType`` from format 9 (Playwright
+  1.63); before, a navigation request is told by the headers browsers send only on navigations
+  (``Sec-Fetch-Mode: navigate``, or, where no ``Sec-Fetch-*`` header is sent (plain-HTTP sites),
+  ``Upgrade-Insecure-Requests: 1``) and gets ``_resourceType: "document"``.
 
 A format newer than `LATEST_FORMAT`, older than `OLDEST_FORMAT`, or missing/garbled version info is
 a loud `SessionFormatError`, never a guess.
@@ -76,17 +85,43 @@ def _page_event(method: str, page_id: str, time: Any) -> dict[str, Any]:
     }
 
 
+def _guid(value: Any) -> str | None:
+    guid = value.get("guid") if isinstance(value, dict) else None
+    return guid if isinstance(guid, str) else None
+
+
 def upgrade_4(events: Events) -> Events:
     """4 -> 5: page lifecycle from the protocol events (``page`` with ``params.page.guid``, a page's
-    ``close``); the other protocol objects (``__create__``, requests, frames) are dropped."""
+    ``close``); navigations (``Frame.navigated``) kept with the frame they committed in (main or
+    child, from the ``__create__`` events of pages, frames and requests); the other protocol objects
+    (``__create__``, requests, load states) are dropped."""
     out: Events = []
+    main_frames: dict[str, str] = {}
+    """Page guid -> its main frame's guid."""
+    parents: dict[str, str] = {}
+    """Child frame guid -> its parent frame's guid."""
+    request_frames: dict[str, str] = {}
+    """Request guid -> the frame that issued it."""
     for event in events:
         if event.get("type") != "event":
             out.append(event)
             continue
         cls, method, params = event.get("class"), event.get("method"), _params(event)
+        initializer = _params({"params": params.get("initializer")})
+        guid = params.get("guid") if isinstance(params.get("guid"), str) else None
         page = params.get("page")
-        if cls == "BrowserContext" and method == "page" and isinstance(page, dict):
+        if method == "__create__" and guid is not None:
+            if cls == "Page" and _guid(initializer.get("mainFrame")):
+                main_frames[guid] = str(_guid(initializer.get("mainFrame")))
+            elif cls == "Frame" and _guid(initializer.get("parentFrame")):
+                parents[guid] = str(_guid(initializer.get("parentFrame")))
+            elif cls == "Request" and _guid(initializer.get("frame")):
+                request_frames[guid] = str(_guid(initializer.get("frame")))
+        elif cls == "Frame" and method == "navigated":
+            navigation = _navigation(event, params, main_frames, parents, request_frames)
+            if navigation is not None:
+                out.append(navigation)
+        elif cls == "BrowserContext" and method == "page" and isinstance(page, dict):
             if isinstance(page.get("guid"), str):
                 out.append(_page_event("page", page["guid"], event.get("time")))
         elif cls == "Page" and method == "close" and isinstance(event.get("pageId"), str):
@@ -94,6 +129,44 @@ def upgrade_4(events: Events) -> Events:
         elif method != "__create__" and not (cls == "BrowserContext" and method in _PROTOCOL_EVENTS):
             out.append(event)
     return out
+
+
+def _navigation(
+    event: dict[str, Any],
+    params: dict[str, Any],
+    main_frames: dict[str, str],
+    parents: dict[str, str],
+    request_frames: dict[str, str],
+) -> dict[str, Any] | None:
+    """A format-4 ``Frame.navigated`` event in the model's shape: ``params.url``, ``newDocument``,
+    ``isMainFrame`` when the trace tells which frame navigated (a new document names its request, and
+    the request its frame; a same-document navigation is the main frame's when its page has no child
+    frame), else absent."""
+    page_id, url = event.get("pageId"), params.get("url")
+    if not isinstance(page_id, str) or not isinstance(url, str):
+        return None
+    main = main_frames.get(page_id)
+    new_document = isinstance(params.get("newDocument"), dict)
+    frame = request_frames.get(_guid(params["newDocument"].get("request")) or "") if new_document else None
+    is_main: bool | None = None
+    if main is not None and frame is not None:
+        is_main = frame == main
+    elif main is not None and not new_document and not any(_root(f, parents) == main for f in parents):
+        is_main = True
+    fields: dict[str, Any] = {"url": url, "newDocument": new_document}
+    if is_main is not None:
+        fields["isMainFrame"] = is_main
+    return {"type": "event", "time": event.get("time"), "class": "Frame", "method": "navigated",
+            "pageId": page_id, "params": fields}  # fmt: skip
+
+
+def _root(frame: str, parents: dict[str, str]) -> str:
+    """The main frame a frame belongs to (its parents followed, bounded against a loop)."""
+    for _ in range(len(parents) + 1):
+        if frame not in parents:
+            return frame
+        frame = parents[frame]
+    return frame
 
 
 _PROTOCOL_EVENTS = frozenset({"request", "response", "requestFinished", "requestFailed", "page", "close"})
@@ -242,8 +315,34 @@ def upgrade_events(events: Events, where: str) -> tuple[int, Events]:
 
 
 def upgrade_network(events: Events) -> Events:
-    """A ``*.network`` member's ``resource-snapshot`` events with the newest resource names (the
-    entries are HAR in every format this importer reads)."""
+    """A ``*.network`` member's ``resource-snapshot`` events with the newest resource names and, before
+    format 9, ``_resourceType: "document"`` on navigation requests (the entries are HAR in every
+    format this importer reads)."""
     for event in events:
         _resource_names(event)
+        entry = event.get("snapshot")
+        if (
+            event.get("type") == "resource-snapshot"
+            and isinstance(entry, dict)
+            and "_resourceType" not in entry
+        ):
+            request = entry.get("request")
+            if isinstance(request, dict) and _navigation_request(request.get("headers")):
+                entry["_resourceType"] = "document"
     return events
+
+
+def _navigation_request(headers: Any) -> bool:
+    """A request browsers send only to navigate a frame: ``Sec-Fetch-Mode: navigate`` or, on a site
+    that gets no ``Sec-Fetch-*`` headers (plain HTTP), ``Upgrade-Insecure-Requests: 1``."""
+    named: dict[str, str] = {}
+    for header in headers if isinstance(headers, list) else []:
+        if (
+            isinstance(header, dict)
+            and isinstance(header.get("name"), str)
+            and isinstance(header.get("value"), str)
+        ):
+            named[header["name"].lower()] = header["value"].strip().lower()
+    if "sec-fetch-mode" in named:
+        return named["sec-fetch-mode"] == "navigate"
+    return named.get("upgrade-insecure-requests") == "1"

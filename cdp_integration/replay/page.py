@@ -635,6 +635,7 @@ class MockBrowserContext(BrowserContext):
     def miss_hints(self, url: str, known: list[str]) -> str:
         """Why a near-identical capture was not used: another URL form, or an earlier step."""
         hints = [self._refused[url]] if url in self._refused else []
+        hints += self._imported_gaps(url)
         name = _document_name(url)
         other_forms = [k for k in known if name and _document_name(k) == name and not _same_document(k, url)]
         if other_forms:
@@ -653,6 +654,17 @@ class MockBrowserContext(BrowserContext):
                 "state may have changed since, so that capture is not used"
             )
         return "".join(f"; {hint}" for hint in hints)
+
+    def _imported_gaps(self, url: str) -> list[str]:
+        """Why an imported recording holds no DOM of a tab at ``url`` (the importer's own words)."""
+        imported = self._session.header.options.get("imported")
+        lacks = imported.get("lacks") if isinstance(imported, dict) else None
+        if not isinstance(lacks, list) or not any(
+            tab.html is None and _same_document(tab.url, url) for tab in self.step.tabs
+        ):
+            return []
+        about_dom = [lack for lack in lacks if isinstance(lack, str) and "DOM" in lack]
+        return [f"the imported recording lacks {'; '.join(about_dom)}"] if about_dom else []
 
     def answered(self, kind: str, question: str, url: str) -> None:
         """Count an answer; with ``recorded_only`` a reconstructed one raises (and is remembered)."""
