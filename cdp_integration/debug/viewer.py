@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urldefrag, urljoin
 
-from cdp_integration.debug.actions import action_target, describe_element, parse_action
+from cdp_integration.debug.actions import action_target, describe_element
 from cdp_integration.debug.diff import StepDiff, diff
-from cdp_integration.debug.text import VOID_ELEMENTS, ControlWalk, StateAt, visible_text, word_set
 from cdp_integration.debug.views import (
     EvaluationSummary,
     end_evaluation,
@@ -31,6 +30,8 @@ from cdp_integration.debug.views import (
     step_summaries,
     task_text,
 )
+from cdp_integration.replay.actions import parse_action
+from cdp_integration.replay.text import VOID_ELEMENTS, ControlWalk, StateAt, visible_text, word_set
 from cdp_integration.session.limits import SessionLimits
 from cdp_integration.session.models import FormControlState, TabState
 from cdp_integration.session.output import BoundedOutput, iter_json, output_file

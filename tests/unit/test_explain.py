@@ -192,11 +192,15 @@ def test_no_answer_is_said_in_words_and_the_placeholder_shown() -> None:
     (check,) = result.checks
     assert (check["found"], check["passed"]) == ("whatever", False)
     assert "placeholder" in check["note"] and "no answer" in check["note"]
-    assert result.attribution == {
-        "class": "answer_wrong",
-        "reason": "no answer was given; the expected 'DS-HK-003' was on the page the agent saw at step 0 "
-        f"({SHOP}/products/3)",
-    }
+    assert result.attribution is not None
+    assert (result.attribution["class"], result.attribution["reason"]) == (
+        "answer_wrong",
+        f"no answer was given; the expected 'DS-HK-003' was visible at step 0 ({SHOP}/products/3: 'SKU: DS-HK-003')",
+    )
+    assert result.attribution["evidence"] == {
+        "kind": "visible", "step": 0, "url": f"{SHOP}/products/3", "expected": "DS-HK-003", "text": "SKU: DS-HK-003"
+    }  # fmt: skip
+    assert result.attribution["rerun"] == "cdp-session eval-at SESSION 0"
 
 
 def test_answer_never_on_any_page_is_state_not_reached() -> None:
