@@ -173,7 +173,12 @@ def _parse_steps(value: str | None, session: Session) -> range | None:
         stop = int(stop_text) if stop_text else count
     except ValueError:
         raise click.BadParameter(f"{value!r} is not N or A:B", param_hint="--steps") from None
-    return range(*slice(start, stop).indices(count))
+    selected = range(*slice(start, stop).indices(count))
+    if not selected:
+        raise click.BadParameter(
+            f"{value!r} selects no step (the session has steps 0..{count - 1})", param_hint="--steps"
+        )
+    return selected
 
 
 def _echo(text: str) -> None:
