@@ -596,7 +596,10 @@ def error_attribution(error_type: str | None, error: str | None) -> dict[str, An
             "reason": f"the evaluator asked what the session cannot answer: {first}",
         }
     if error_type == "EvaluationError" and (
-        "URL is known" in first or "no WebArena task config" in first or "not a WebArena task config" in first
+        "URL is known" in first
+        or "no URL for site" in first
+        or "no WebArena task config" in first
+        or "not a WebArena task config" in first
     ):
         return {"class": "input_missing", "reason": f"not scored, an input is missing: {first}"}
     return {"class": "harness_fault", "reason": f"scoring failed ({error_type}): {first}"}

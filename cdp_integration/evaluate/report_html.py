@@ -359,9 +359,14 @@ def _provenance_section(run: Run) -> str:
 def _failure_section(run: Run) -> str:
     failing = [e for e in run.episodes if not e.passed]
     counts = Counter(e.failure_class or "" for e in failing)
-    attributed = sum(e.attribution_class is not None for e in failing)
-    if attributed:
-        how = f"{plural(attributed, 'session')} attributed by the scorer's checks; the others by error or eval type."
+    attributed = sum(e.attribution_class is not None and e.scored for e in failing)
+    unscored = sum(e.attribution_class is not None and not e.scored for e in failing)
+    if attributed or unscored:
+        how = (
+            f"{plural(attributed, 'session')} attributed by the scorer's checks (each asked again at every step)"
+            + (f", {plural(unscored, 'session')} that could not be scored by the scoring error" if unscored else "")
+            + "; the others by error or eval type."
+        )
     else:
         how = "No attribution in this output: failures are grouped by error type or by the eval types of the task."
     return f'<h2>Failure attribution</h2><p class="muted">{_e(how)}</p>' + (

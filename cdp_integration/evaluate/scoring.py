@@ -162,6 +162,7 @@ def site_urls(session: Session) -> dict[str, str]:
 def session_config(session: Session, config: Mapping[str, Any] | str | Path | None = None) -> dict[str, Any]:
     """The task's WebArena config: ``config`` (dict or JSON file) or the one the session recorded,
     with URL placeholders replaced by the sites the episode ran against."""
+    given = str(config) if isinstance(config, str | Path) else ("the config passed" if config is not None else None)
     if isinstance(config, str | Path):
         from cdp_integration.session.limits import SessionLimits
         from cdp_integration.session.untrusted import read_json
@@ -173,6 +174,11 @@ def session_config(session: Session, config: Mapping[str, Any] | str | Path | No
             )
         except ValueError as exc:
             raise EvaluationError(f"cannot read WebArena config {config}: {exc}") from None
+    if given is not None and (not isinstance(config, Mapping) or not isinstance(config.get("eval"), Mapping)):
+        raise EvaluationError(
+            f"{given} is not a WebArena task config: it has no \"eval\" object (a task's config, as in "
+            "config_files/<id>.json, not an answers or results file)"
+        )
     if config is None:
         config = session.task.get("config")
     if not isinstance(config, Mapping) or not isinstance(config.get("eval"), Mapping):
