@@ -431,7 +431,10 @@ class _Explained:
         rows = []
         for check, row in zip(final, check_timeline(final, self.checks), strict=True):
             if not check.get("passed"):
-                again = next((r for r in asked if r["check"] == row["check"] and r.get("expected") == row["expected"]), None)
+                again = next(
+                    (r for r in asked if r["check"] == row["check"] and r.get("expected") == row["expected"]),
+                    None,
+                )
                 row = again or row
             cells = {str(k): "pass" for k in row.get("passed") or []}
             cells.update({str(k): "fail" for k in row.get("failed") or []})

@@ -349,7 +349,9 @@ def _check_changes(checks_a: Sequence[Mapping[str, Any]], checks_b: Sequence[Map
 def _changed(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
     """What differs between two scorings of one check: each value that changed as ``A -> B``, each
     that did not once (``expected 'x' both``), so an unchanged value is never shown as a change."""
-    parts = [f"{_outcome(a)} -> {_outcome(b)}" if a.get("passed") != b.get("passed") else f"{_outcome(a)} both"]
+    parts = [
+        f"{_outcome(a)} -> {_outcome(b)}" if a.get("passed") != b.get("passed") else f"{_outcome(a)} both"
+    ]
     for name in ("expected", "found"):
         x, y = a.get(name), b.get(name)
         parts.append(f"{name} {_short(x)} -> {_short(y)}" if x != y else f"{name} {_short(x)} both")

@@ -60,8 +60,8 @@ __all__ = [
     "form_satisfies",
     "format_checks",
     "format_timeline",
-    "rerun_command",
     "record_webarena_checks",
+    "rerun_command",
     "verified_checks",
     "visible_match",
     "webarena_wrappers",
@@ -702,8 +702,12 @@ def _visible(session: Session, texts: Sequence[str]) -> dict[str, Any] | None:
     URLs): the step, the tab's URL and the line it was on."""
     from cdp_integration.replay.text import visible_text
 
+    wanted = [t.strip().lower() for t in texts if t.strip()]
     for step in session.steps:
         for tab in step.tabs:
+            raw = tab.html.lower() if tab.html else ""
+            if not any(w in raw or w in html.unescape(raw) for w in wanted):
+                continue  # not even in the markup: no need to read the page's text
             shown = visible_text(tab.html)
             for text in texts:
                 match = visible_match(shown, text)
@@ -711,8 +715,18 @@ def _visible(session: Session, texts: Sequence[str]) -> dict[str, Any] | None:
                     start = shown.rfind("\n", 0, match.start()) + 1
                     end = shown.find("\n", match.end())
                     line = shown[start : end if end >= 0 else len(shown)].strip()
-                    line = line if len(line) <= 160 else "…" + line[max(0, match.start() - start - 60) :][:158] + "…"
-                    return {"kind": "visible", "step": step.index, "url": tab.url, "expected": text, "text": line}
+                    line = (
+                        line
+                        if len(line) <= 160
+                        else "…" + line[max(0, match.start() - start - 60) :][:158] + "…"
+                    )
+                    return {
+                        "kind": "visible",
+                        "step": step.index,
+                        "url": tab.url,
+                        "expected": text,
+                        "text": line,
+                    }
     return None
 
 
@@ -895,7 +909,8 @@ def attribute(
         earlier = [step for step in row["passed"] if step != final]
         if earlier:
             step = earlier[-1]
-            then = find_check(answers[step], check) if not isinstance(answers[step], str) else None
+            there = answers[step]
+            then = find_check(there, check) if not isinstance(there, str) else None
             found = then.get("found") if then is not None else None
             return claim(
                 "state_undone",
@@ -921,16 +936,21 @@ def attribute(
             )
     unseen_answer: Mapping[str, Any] | None = None
     for check in failed:
-        if check.get("evaluator") not in ("string_match", "verified") or (check.get("source") or {}).get(
-            "kind"
-        ) != "answer":
+        if (
+            check.get("evaluator") not in ("string_match", "verified")
+            or (check.get("source") or {}).get("kind") != "answer"
+        ):
             continue
         expected = _alternatives(check.get("expected"))
         found = str(check.get("found") or "")
         at_end = {"kind": "asked", "step": final, "passed": False, "found": check.get("found")}
         if check.get("comparison") in ("fuzzy_match", "ua_match"):
             return claim(
-                "answer_wrong", f"the LLM judge did not accept the answer {_shown(found)}", check, final, at_end
+                "answer_wrong",
+                f"the LLM judge did not accept the answer {_shown(found)}",
+                check,
+                final,
+                at_end,
             )
         if any(_format_only(e, found) for e in expected):
             return claim(
@@ -1072,5 +1092,7 @@ def format_timeline(timeline: Sequence[Mapping[str, Any]]) -> list[str]:
             f"failed at {_steps(row.get('failed') or [])}" if row.get("failed") else None,
             f"unknown at {_steps(row.get('unknown') or [])}" if row.get("unknown") else None,
         ]
-        lines.append(f"  {row.get('check')} {_shown(row.get('expected'))}: " + "; ".join(p for p in parts if p))
+        lines.append(
+            f"  {row.get('check')} {_shown(row.get('expected'))}: " + "; ".join(p for p in parts if p)
+        )
     return lines

@@ -72,7 +72,7 @@ function cell(c,r){const v=r[c.key];
  if(c.type==='outcome')return '<td class="'+esc(v)+'">'+esc(v)+'</td>';
  if(c.type==='long'){const t=String(v);return '<td class="long" title="'+esc(t)+'">'+esc(t.length>LONG?t.slice(0,LONG-1)+'\u2026':t)+'</td>';}
  if(c.type==='lines')return '<td class="lines">'+esc(v)+'</td>';
- return '<td>'+esc(v).replace(/([_+\/])/g,'$1<wbr>')+'</td>';}
+ return '<td>'+esc(v).replace(/([_+\\/])/g,'$1<wbr>')+'</td>';}
 function render(){
  const keep=rows.filter(r=>cols.every(c=>!filters[c.key]||String(r[c.key])===filters[c.key])
    &&(!text||JSON.stringify(r).toLowerCase().includes(text)));
@@ -370,7 +370,11 @@ def _failure_section(run: Run) -> str:
     if attributed or unscored:
         how = (
             f"{plural(attributed, 'session')} attributed by the scorer's checks (each asked again at every step)"
-            + (f", {plural(unscored, 'session')} that could not be scored by the scoring error" if unscored else "")
+            + (
+                f", {plural(unscored, 'session')} that could not be scored by the scoring error"
+                if unscored
+                else ""
+            )
             + "; the others by error or eval type."
         )
     else:

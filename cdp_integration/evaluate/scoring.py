@@ -162,7 +162,11 @@ def site_urls(session: Session) -> dict[str, str]:
 def session_config(session: Session, config: Mapping[str, Any] | str | Path | None = None) -> dict[str, Any]:
     """The task's WebArena config: ``config`` (dict or JSON file) or the one the session recorded,
     with URL placeholders replaced by the sites the episode ran against."""
-    given = str(config) if isinstance(config, str | Path) else ("the config passed" if config is not None else None)
+    given = (
+        str(config)
+        if isinstance(config, str | Path)
+        else ("the config passed" if config is not None else None)
+    )
     if isinstance(config, str | Path):
         from cdp_integration.session.limits import SessionLimits
         from cdp_integration.session.untrusted import read_json
@@ -176,7 +180,7 @@ def session_config(session: Session, config: Mapping[str, Any] | str | Path | No
             raise EvaluationError(f"cannot read WebArena config {config}: {exc}") from None
     if given is not None and (not isinstance(config, Mapping) or not isinstance(config.get("eval"), Mapping)):
         raise EvaluationError(
-            f"{given} is not a WebArena task config: it has no \"eval\" object (a task's config, as in "
+            f'{given} is not a WebArena task config: it has no "eval" object (a task\'s config, as in '
             "config_files/<id>.json, not an answers or results file)"
         )
     if config is None:
@@ -395,7 +399,9 @@ def evaluate_session(
                 if s.evaluation is not None
             ]
             steps.append(final)
-        asked = _ask_failed_checks(session, resolved, final, steps, trusted=trusted, recorded_only=recorded_only)
+        asked = _ask_failed_checks(
+            session, resolved, final, steps, trusted=trusted, recorded_only=recorded_only
+        )
     recorded = [s.score for s in steps if s.score is not None and (s.source == "recorded" or s is final)]
     live = [r for r in (session.end.rewards if session.end else []) if r is not None] or [
         s.reward for s in session.steps if s.reward is not None
@@ -446,12 +452,16 @@ def _ask_failed_checks(
         if step.index in asked:
             continue
         try:
-            result = evaluate_step(session, step.index, config, trust_configs=trusted, recorded_only=recorded_only)
+            result = evaluate_step(
+                session, step.index, config, trust_configs=trusted, recorded_only=recorded_only
+            )
         except ReplayMissError as exc:
             asked[step.index] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
             continue
         except Exception as exc:  # the final state was scored; one earlier step failing leaves it unknown
-            asked[step.index] = f"the evaluator raised {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            asked[step.index] = (
+                f"the evaluator raised {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            )
             continue
         asked[step.index] = result.checks
     return asked

@@ -230,7 +230,7 @@ def test_report_compare_and_viewer_fit_a_1280_px_window(
         rows = page.eval_on_selector_all(
             "#check-timeline tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))"
         )
-        assert rows[0][0].startswith("url_match") and rows[0][-1] == "passed 1–3"
+        assert rows[0][0].startswith("url_match") and rows[0][-1] == "passed 1\u20133"
         assert rows[0][1:-1] == ["?", "✓", "✓", "✓", "✗"]  # step 0 could not be asked; undone at 4
     finally:
         page.close()

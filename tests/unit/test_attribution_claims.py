@@ -78,7 +78,9 @@ def _false_claims(session: Session) -> list[str]:
     if evidence.get("kind") == "asked":
         check = failed[timeline.index(row)] if row is not None else failed[0]
         if _asked(session, evidence["step"], check) is not evidence["passed"]:
-            wrong.append(f"{klass}: {attribution['check']} at step {evidence['step']} is not {evidence['passed']}")
+            wrong.append(
+                f"{klass}: {attribution['check']} at step {evidence['step']} is not {evidence['passed']}"
+            )
     if klass == "state_undone":
         assert row is not None
         if step not in row["passed"] or final not in row["failed"]:
@@ -90,7 +92,9 @@ def _false_claims(session: Session) -> list[str]:
             wrong.append(f"state_not_saved: {evidence['value']!r} does not pass {row['check']}")
         typed = session.steps[evidence["step"]]
         parsed = parse_action(typed.action)
-        in_action = parsed is not None and len(parsed.args) > 1 and evidence["value"] in map(str, parsed.args[1:])
+        in_action = (
+            parsed is not None and len(parsed.args) > 1 and evidence["value"] in map(str, parsed.args[1:])
+        )
         in_form = any(
             evidence["value"] in (c.value, *c.selected_text) for tab in typed.tabs for c in tab.form_state
         )
@@ -99,7 +103,9 @@ def _false_claims(session: Session) -> list[str]:
     if klass == "answer_wrong" and evidence.get("kind") == "visible":
         tabs = [t for t in session.steps[evidence["step"]].tabs if t.url == evidence["url"]]
         if not any(visible_match(visible_text(t.html), evidence["expected"]) for t in tabs):
-            wrong.append(f"answer_wrong: {evidence['expected']!r} is not visible text at step {evidence['step']}")
+            wrong.append(
+                f"answer_wrong: {evidence['expected']!r} is not visible text at step {evidence['step']}"
+            )
     if klass == "state_not_reached" and row is not None:
         start = session.steps[0].index if session.steps[0].trigger != "action" else None
         if row["passed"] or set(row["unknown"]) - {start}:
@@ -156,7 +162,11 @@ def _step(index: int, url: str, html: str, action: str = "noop()", **tab: Any) -
 POST = {
     "eval_types": ["program_html"],
     "program_html": [
-        {"url": f"{SHOP}/forum", "locator": "", "required_contents": {"must_include": ["My electronics post"]}}
+        {
+            "url": f"{SHOP}/forum",
+            "locator": "",
+            "required_contents": {"must_include": ["My electronics post"]},
+        }
     ],
 }
 
@@ -174,7 +184,9 @@ def test_a_typed_post_never_submitted_is_not_saved_not_undone() -> None:
     session = _session(steps, POST)
     result = evaluate_session(session)
     assert result.attribution is not None and result.attribution["class"] == "state_not_saved"
-    assert result.attribution["step"] == 2 and result.attribution["evidence"]["value"] == "My electronics post"
+    assert (
+        result.attribution["step"] == 2 and result.attribution["evidence"]["value"] == "My electronics post"
+    )
     assert _false_claims(session) == []
 
 

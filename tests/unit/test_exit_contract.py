@@ -117,6 +117,8 @@ def test_compare_of_two_runs_with_no_task_in_common_fails(tmp_path: Path) -> Non
 
 def test_har_with_steps_that_select_nothing_fails(tmp_path: Path) -> None:
     for steps in ("5:2", "2:2", "99"):
-        _assert_failed_in_one_line(["har", str(SESSION), "-o", str(tmp_path / "x.har"), "--steps", steps], tmp_path)
+        _assert_failed_in_one_line(
+            ["har", str(SESSION), "-o", str(tmp_path / "x.har"), "--steps", steps], tmp_path
+        )
     result = CliRunner().invoke(cli, ["har", str(SESSION), "-o", str(tmp_path / "x.har"), "--steps", "1:3"])
     assert result.exit_code == 0 and "wrote" in result.output

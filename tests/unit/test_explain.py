@@ -343,7 +343,10 @@ def test_rescore_and_eval_at_print_the_checks_failed_first() -> None:
         "?saved=1') and failed at the end (found 'http://127.0.0.1:42797/admin')"
     )
     assert table[-1] == f"ask again: cdp-session eval-at {path} 3"
-    assert "  url_match 'http://127.0.0.1:42797/admin/products/10/edit': passed at 1-3; failed at 4; unknown at 0" in table
+    assert (
+        "  url_match 'http://127.0.0.1:42797/admin/products/10/edit': passed at 1-3; failed at 4; unknown at 0"
+        in table
+    )
     at = _cli("eval-at", path, "3")
     assert at.startswith("step 3  score 1.0  provenance recorded\nchecks (0 failed of 3, failed first):")
 

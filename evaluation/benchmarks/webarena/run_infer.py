@@ -305,7 +305,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                 else "capture of the WebArena episodes (and the browser set-up OpenHands' browser process "
                 "needs) runs in that process only through openhands_patch"
             )
-            sys.exit(f"run_infer.py: error: set {ENABLE_VARIABLE}=true; {what}, which that variable switches on")
+            sys.exit(
+                f"run_infer.py: error: set {ENABLE_VARIABLE}=true; {what}, which that variable switches on"
+            )
     try:
         output = run(args, list(sys.argv[1:] if argv is None else argv))
     except CDPIntegrationError as exc:  # a bad setting or a failed reset: the tasks before it are done
