@@ -990,6 +990,15 @@ def attribute(
                 final,
                 {"kind": "asked", "step": final, "passed": False, "found": check.get("found")},
             )
+        if check.get("evaluator") == "verified":  # asked of the network trace of the whole episode
+            return claim(
+                "state_not_reached",
+                f"{row['check']} failed on the network trace of the whole episode: expected "
+                f"{_shown(check.get('expected'))}, found {_shown(check.get('found'))}",
+                check,
+                final,
+                {"kind": "asked", "step": final, "passed": False, "found": check.get("found")},
+            )
         what = {"url_match": "URL", "program_html": "content"}.get(str(check.get("evaluator")), "state")
         start = (
             f"; the start (step {row['unknown'][0]}, before any action) could not be asked"

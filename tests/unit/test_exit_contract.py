@@ -122,3 +122,19 @@ def test_har_with_steps_that_select_nothing_fails(tmp_path: Path) -> None:
         )
     result = CliRunner().invoke(cli, ["har", str(SESSION), "-o", str(tmp_path / "x.har"), "--steps", "1:3"])
     assert result.exit_code == 0 and "wrote" in result.output
+
+
+def test_the_messages_say_what_is_wrong(tmp_path: Path) -> None:
+    from cdp_integration.evaluate.explain import error_attribution
+
+    answers = tmp_path / "answers.json"
+    answers.write_text('{"10000": "DS-HK-003"}')
+    result = CliRunner().invoke(cli, ["rescore", str(SESSION), "--config", str(answers)])
+    assert result.exit_code == 2 and f"{answers} is not a WebArena task config" in result.stderr
+    result = CliRunner().invoke(cli, ["eval-at", str(SESSION), "99"])
+    assert result.exit_code == 2 and "Invalid value for STEP: step 99 is out of range" in result.stderr
+    assert "the evaluator raised" not in result.stderr
+    missing = error_attribution(
+        "EvaluationError", "x.gz: the config uses __SHOPPING__ but no SHOPPING URL is known"
+    )
+    assert missing is not None and missing["class"] == "input_missing"
