@@ -756,8 +756,10 @@ class MockPage(Page):
         hints = self._context.miss_hints(self._url, known)
         if any(_same_document(url, self._url) for url in known):
             # the URL is known (a tab, a recorded call) but no capture of it can answer: say why, not the URL
-            page = "a page at this URL is known but cannot answer" + (
-                "" if hints else " (its content was not captured: the recording holds its URL only)"
+            page = (
+                "a captured page at this URL cannot answer"
+                if hints
+                else "no captured page at this URL (the recording holds its URL, not its content)"
             )
             others = [url for url in known if not _same_document(url, self._url)]
             pages = f"other captured pages: {', '.join(others)}; " if others else ""
