@@ -19,7 +19,7 @@ import argparse
 import contextlib
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,7 @@ def main() -> int:
     sessions = [load_session(path) for path in paths]
     steps = sum(sum(1 for s in session.steps if s.evaluation is not None) for session in sessions)
     _score_all(sessions)  # imports and caches warm
-    modes = {
+    modes: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
         "without checks": lambda: _without(checks=True),
         "checks only": lambda: _without(checks=False),
         "checks + class": contextlib.nullcontext,
@@ -85,7 +85,9 @@ def main() -> int:
             print("FAIL: the scores differ with and without the checks")
             return 1
     failed = sum(1 for session in sessions if scoring.evaluate_session(session).score == 0.0)
-    print(f"{len(sessions)} golden sessions ({failed} failed), {steps} evaluated steps, {args.rounds} rounds each")
+    print(
+        f"{len(sessions)} golden sessions ({failed} failed), {steps} evaluated steps, {args.rounds} rounds each"
+    )
     print(f"{'':<16}{'CPU s':>10}{'wall s':>10}{'ms/session':>12}")
     for mode, (cpu, wall) in totals.items():
         per = cpu / (args.rounds * len(sessions)) * 1000
