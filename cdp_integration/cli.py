@@ -95,7 +95,7 @@ a test checks each line equals the command's own."""
 
 
 def site_url_option[F: Callable[..., object]](function: F) -> F:
-    """``--site-url SITE=URL`` (repeatable), shared by ``record``, ``import`` and ``eval``."""
+    """``--site-url SITE=URL`` (repeatable), shared by ``record``, ``import``, ``eval`` and ``export-verified``."""
     option = click.option(
         "--site-url",
         "site_urls",
@@ -173,7 +173,12 @@ def _parse_steps(value: str | None, session: Session) -> range | None:
         stop = int(stop_text) if stop_text else count
     except ValueError:
         raise click.BadParameter(f"{value!r} is not N or A:B", param_hint="--steps") from None
-    return range(*slice(start, stop).indices(count))
+    selected = range(*slice(start, stop).indices(count))
+    if not selected:
+        raise click.BadParameter(
+            f"{value!r} selects no step (the session has steps 0..{count - 1})", param_hint="--steps"
+        )
+    return selected
 
 
 def _echo(text: str) -> None:
@@ -359,6 +364,7 @@ def redact(session_path: Path, output: Path, token_params: tuple[str, ...]) -> N
 @click.option(
     "--name", "submission_name", default=None, help="The submission package's name (with --submission)."
 )
+@site_url_option
 def export_verified_command(
     sessions: tuple[Path, ...],
     output_dir: Path,
@@ -366,12 +372,15 @@ def export_verified_command(
     redact: bool,
     submission_root: Path | None,
     submission_name: str | None,
+    site_urls: tuple[str, ...],
 ) -> None:
     """Write SESSIONS (files or directories) as `DIR/<task_id>/{agent_response.json, network.har}` for
     `webarena-verified eval-tasks --output-dir DIR [--config DIR/config.json]`."""
+    from cdp_integration.deployment import parse_site_urls
     from cdp_integration.evaluate.verified_export import CONFIG_FILE, create_submission, export_verified
 
-    exported = export_verified(list(sessions), output_dir, trim=trim, redact=redact)
+    with site_urls_in_environment(parse_site_urls(site_urls)):
+        exported = export_verified(list(sessions), output_dir, trim=trim, redact=redact)
     for task in exported:
         click.echo(
             f"{task.task_id:>4}  {task.entries:>5} requests, {task.navigations:>3} navigations  <- {task.session}"

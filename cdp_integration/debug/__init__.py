@@ -18,7 +18,6 @@ from cdp_integration.debug.diff import diff  # eager: the name is also its modul
 if TYPE_CHECKING:
     from cdp_integration.debug.diff import CookieChange, StepDiff, StorageChange, TabChange
     from cdp_integration.debug.stepper import Stepper
-    from cdp_integration.debug.text import visible_text
     from cdp_integration.debug.viewer import render_viewer, write_viewer
     from cdp_integration.debug.views import (
         EvaluationSummary,
@@ -28,6 +27,7 @@ if TYPE_CHECKING:
         step_summaries,
     )
     from cdp_integration.debug.wabe import export_wabe
+    from cdp_integration.replay.text import visible_text
 
 __all__ = [
     "CookieChange",
@@ -56,7 +56,7 @@ if not TYPE_CHECKING:  # type checkers see the imports above, not the lazy looku
             "StorageChange": "cdp_integration.debug.diff",
             "TabChange": "cdp_integration.debug.diff",
             "Stepper": "cdp_integration.debug.stepper",
-            "visible_text": "cdp_integration.debug.text",
+            "visible_text": "cdp_integration.replay.text",
             "render_viewer": "cdp_integration.debug.viewer",
             "write_viewer": "cdp_integration.debug.viewer",
             "EvaluationSummary": "cdp_integration.debug.views",

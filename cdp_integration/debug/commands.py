@@ -226,7 +226,8 @@ def eval_at(session_path: Path, step: int, expression: str | None, timeout: floa
         from cdp_integration.evaluate.explain import format_checks
         from cdp_integration.evaluate.scoring import evaluate_step
 
-        scored = _scored(session_path, lambda: evaluate_step(session, _step(session, step, "STEP")))
+        index = _step(session, step, "STEP")  # a bad STEP is a usage error, not the evaluator's
+        scored = _scored(session_path, lambda: evaluate_step(session, index))
         click.echo(f"step {scored.step}  score {scored.score}  provenance {scored.provenance}")
         _echo(format_checks(scored.checks))
         return

@@ -12,8 +12,8 @@ from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urldefrag
 
-from cdp_integration.debug.text import visible_text
 from cdp_integration.debug.views import FormRow, RequestRow, control_label, form_row, step_requests
+from cdp_integration.replay.text import visible_text
 
 if TYPE_CHECKING:
     from cdp_integration.session.models import Cookie, FormControlState, Step

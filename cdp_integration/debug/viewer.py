@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urldefrag, urljoin
 
-from cdp_integration.debug.actions import action_target, describe_element, parse_action
+from cdp_integration.debug.actions import action_target, describe_element
 from cdp_integration.debug.diff import StepDiff, diff
-from cdp_integration.debug.text import VOID_ELEMENTS, ControlWalk, StateAt, visible_text, word_set
 from cdp_integration.debug.views import (
     EvaluationSummary,
     end_evaluation,
@@ -31,6 +30,8 @@ from cdp_integration.debug.views import (
     step_summaries,
     task_text,
 )
+from cdp_integration.replay.actions import parse_action
+from cdp_integration.replay.text import VOID_ELEMENTS, ControlWalk, StateAt, visible_text, word_set
 from cdp_integration.session.limits import SessionLimits
 from cdp_integration.session.models import FormControlState, TabState
 from cdp_integration.session.output import BoundedOutput, iter_json, output_file
@@ -410,8 +411,45 @@ class _Explained:
 
     checks: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     scores: dict[int, float | None] = field(default_factory=dict)
-    attribution: dict[str, str] | None = None
+    attribution: dict[str, Any] | None = None
     error: str | None = None
+
+    def timeline(self, steps: Sequence[int]) -> list[dict[str, Any]]:
+        """One row per check of the final state: its verdict at each step (``pass``, ``fail``,
+        ``unknown``: the step could not answer; absent: not asked), the steps it first and last
+        passed at. Failed checks carry every step (asked again for the failure class)."""
+        from cdp_integration.evaluate.explain import check_timeline
+
+        if not steps or steps[-1] not in self.checks:
+            return []
+        final = self.checks[steps[-1]]
+        asked = [
+            row
+            for row in (self.attribution or {}).get("timeline") or []
+            if isinstance(row, dict) and isinstance(row.get("check"), str)
+        ]
+        rows = []
+        for check, row in zip(final, check_timeline(final, self.checks), strict=True):
+            if not check.get("passed"):
+                again = next(
+                    (r for r in asked if r["check"] == row["check"] and r.get("expected") == row["expected"]),
+                    None,
+                )
+                row = again or row
+            cells = {str(k): "pass" for k in row.get("passed") or []}
+            cells.update({str(k): "fail" for k in row.get("failed") or []})
+            cells.update({str(k): "unknown" for k in row.get("unknown") or []})
+            rows.append(
+                {
+                    "check": row["check"],
+                    "expected": row.get("expected"),
+                    "passed_at_end": bool(check.get("passed")),
+                    "first_passed": row.get("first_passed"),
+                    "last_passed": row.get("last_passed"),
+                    "cells": cells,
+                }
+            )
+        return rows
 
 
 def _explained(session: Session) -> _Explained:
@@ -597,6 +635,7 @@ def episode_data(session: Session, *, limits: SessionLimits | None = None) -> di
         "final_answer": end.final_answer if end else None,
         "final_evaluation": _evaluation(end_evaluation(session)),
         "attribution": explained.attribution,
+        "timeline": explained.timeline([s.index for s in session.steps]),
         "explain_error": explained.error,
         "browser": session.header.browser_version,
         "created": session.header.created,

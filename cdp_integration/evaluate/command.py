@@ -243,6 +243,15 @@ def eval_command(
         f"wrote {shown}/{OUTPUT_NAME}, {shown}/{REPORT_JSON}, {shown}/{REPORT_MD}, {shown}/{html_path.name}"
     )
     groups = unscored_groups(run.episodes)
+    if not run.episodes or (groups and sum(len(g.instances) for g in groups) == len(run.episodes)):
+        prefix = "cdp-session" if ctx.parent is not None else ctx.info_name
+        found = (
+            f"none of its {plural(len(run.episodes), 'session')} could be scored: {groups[0].line()}"
+            if groups
+            else "no session found in it"
+        )
+        click.echo(escape_controls(f"{prefix}: error: {sessions_location}: {found}"), err=True)
+        ctx.exit(1)
     if groups:
         unscored = sum(len(group.instances) for group in groups)
         click.echo(
@@ -488,7 +497,7 @@ def compare_command(
         path = runs[0] if variants > 1 else runs[index]
         output = find_output(path)
         if output is not None and variants <= 1:
-            loaded.append(read_run(output, name=name))
+            loaded.append(_some_episodes(read_run(output, name=name), path))
             continue
         if not path.is_dir():
             raise EvaluationError(f"{path}: neither an eval output nor a folder of sessions")
@@ -512,9 +521,16 @@ def compare_command(
             for failure in write_viewers(path, run_dir, run):
                 click.echo(escape_controls(f"no viewer for {failure}"), err=True)
         write_run_html(run_dir, run, write_report(run_dir), links=viewer_links(run))
-        loaded.append(run)
+        loaded.append(_some_episodes(run, path))
     by = pair_by or ("session" if variants > 1 else "task")
     comparisons = [compare_runs(loaded[0], other, by=by) for other in loaded[1:]]
+    for comparison in comparisons:
+        if not comparison.paired:
+            raise EvaluationError(
+                f"{comparison.a.name} and {comparison.b.name} have no {comparison.unit} in common "
+                f"({len(comparison.only_a)} only in {comparison.a.name}, {len(comparison.only_b)} only in "
+                f"{comparison.b.name}): nothing to compare"
+            )
     links = [
         (viewer_links(c.a, relative_to=output_dir), viewer_links(c.b, relative_to=output_dir))
         for c in comparisons
@@ -528,6 +544,14 @@ def compare_command(
         if len(comparison.flipped) > _FLIPS_PRINTED:
             click.echo(f"  ... and {len(comparison.flipped) - _FLIPS_PRINTED} more in {md}")
     click.echo(f"wrote {md}, {js}, {page_path}")
+
+
+def _some_episodes(run: Run, path: Path) -> Run:
+    """``run``, which must hold at least one session's result: a file of no results is no run."""
+    if not run.episodes:
+        unreadable = f" ({plural(run.unreadable_lines, 'line')} not JSON)" if run.unreadable_lines else ""
+        raise EvaluationError(f"{path}: holds no session's result{unreadable}: not a run of cdp-session eval")
+    return run
 
 
 def _labels(runs: tuple[Path, ...], scorers: tuple[str, ...], configs: tuple[str, ...]) -> list[str]:

@@ -340,15 +340,23 @@ def _check_changes(checks_a: Sequence[Mapping[str, Any]], checks_b: Sequence[Map
             continue
         other = candidates.popleft()
         if check.get("passed") != other.get("passed") or check.get("expected") != other.get("expected"):
-            reasons.append(
-                f"check {_check_label(check)}: {_outcome(check)} -> {_outcome(other)}; expected "
-                f"{_short(check.get('expected'))} -> {_short(other.get('expected'))}, found "
-                f"{_short(check.get('found'))} -> {_short(other.get('found'))}"
-            )
+            reasons.append(f"check {_check_label(check)}: " + "; ".join(_changed(check, other)))
     for remaining in index_b.values():
         for check in remaining:
             reasons.append(f"check {_check_label(check)} only in B ({_outcome(check)})")
     return reasons
+
+
+def _changed(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """What differs between two scorings of one check: each value that changed as ``A -> B``, each
+    that did not once (``expected 'x' both``), so an unchanged value is never shown as a change."""
+    parts = [
+        f"{_outcome(a)} -> {_outcome(b)}" if a.get("passed") != b.get("passed") else f"{_outcome(a)} both"
+    ]
+    for name in ("expected", "found"):
+        x, y = a.get(name), b.get(name)
+        parts.append(f"{name} {_short(x)} -> {_short(y)}" if x != y else f"{name} {_short(x)} both")
+    return parts
 
 
 def _outcome(check: Mapping[str, Any]) -> str:

@@ -18,9 +18,10 @@ A check (``Check.to_dict``, the ``test_result.checks`` items of ``output.jsonl``
                 "url": str | None, "provenance": "recorded" | "reconstructed" | "imported:<fmt>"},
      "note": str | None}
 
-``attribute`` gives a failed episode one class (``answer_wrong``, ``state_not_reached``,
-``state_undone``, ``evaluator_miss``, ``harness_fault``) and its reason; the rules are in its
-docstring and in ``docs/guides/why-a-score.md``.
+``attribute`` gives a failed episode one class (``ATTRIBUTION_CLASSES``) and its reason from the
+failed checks asked again at every step (``evaluate_session`` asks them; ``check_timeline`` lays the
+answers out): each claim names its step, its evidence and the ``cdp-session eval-at`` command that
+asks again. The rules are in its docstring and in ``docs/guides/why-a-score.md``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ import inspect
 import json
 import re
 import threading
-import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -44,21 +44,39 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ATTRIBUTION_CLASSES",
+    "STATE_EVALUATORS",
+    "Asked",
     "Check",
     "CheckRecorder",
     "answer_words",
     "attribute",
+    "check_key",
+    "check_timeline",
     "check_title",
     "combined_score",
     "error_attribution",
     "failed_first",
+    "find_check",
+    "form_satisfies",
     "format_checks",
+    "format_timeline",
     "record_webarena_checks",
+    "rerun_command",
     "verified_checks",
+    "visible_match",
     "webarena_wrappers",
 ]
 
-ATTRIBUTION_CLASSES = ("answer_wrong", "state_not_reached", "state_undone", "evaluator_miss", "harness_fault")
+ATTRIBUTION_CLASSES = (
+    "answer_wrong",
+    "state_not_reached",
+    "state_undone",
+    "state_not_saved",
+    "state_unknown",
+    "evaluator_miss",
+    "input_missing",
+    "harness_fault",
+)
 
 PLACEHOLDER_ANSWER = "whatever"
 """What BrowserGym's ``validate`` compares when the last chat message is not the agent's."""
@@ -558,9 +576,17 @@ def _step_of(session: Session, actual: Any) -> tuple[int | None, str | None]:
 
 # -- failure attribution ---------------------------------------------------------------------------
 
+STATE_EVALUATORS = ("url_match", "program_html")
+"""Evaluators that ask about the state of the sites (not the answer): their checks are re-asked at
+every step of a failed session."""
 
-def error_attribution(error_type: str | None, error: str | None) -> dict[str, str] | None:
-    """The class of a session that could not be scored: a loud miss, or the harness failing."""
+Asked = Mapping[int, Sequence[Mapping[str, Any]] | str]
+"""What each step answered when a session's failed checks were asked again: the step's checks, or
+why the step could not answer (a replay miss)."""
+
+
+def error_attribution(error_type: str | None, error: str | None) -> dict[str, Any] | None:
+    """The class of a session that could not be scored: a loud miss, a missing input, or the harness."""
     if error_type is None:
         return None
     first = (error or error_type).splitlines()[0][:300]
@@ -569,7 +595,70 @@ def error_attribution(error_type: str | None, error: str | None) -> dict[str, st
             "class": "evaluator_miss",
             "reason": f"the evaluator asked what the session cannot answer: {first}",
         }
+    if error_type == "EvaluationError" and (
+        "URL is known" in first
+        or "no URL for site" in first
+        or "no WebArena task config" in first
+        or "not a WebArena task config" in first
+    ):
+        return {"class": "input_missing", "reason": f"not scored, an input is missing: {first}"}
     return {"class": "harness_fault", "reason": f"scoring failed ({error_type}): {first}"}
+
+
+def check_key(check: Mapping[str, Any]) -> str:
+    """What identifies one check across steps: evaluator, target, comparison and expected value."""
+    return json.dumps(
+        [check.get("evaluator"), check.get("target"), check.get("comparison"), check.get("expected")],
+        sort_keys=True,
+        default=str,
+    )
+
+
+def find_check(checks: Sequence[Mapping[str, Any]], check: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The check of ``checks`` that is ``check`` asked at another step, if that step made it."""
+    key = check_key(check)
+    return next((c for c in checks if check_key(c) == key), None)
+
+
+def check_timeline(checks: Sequence[Mapping[str, Any]], asked: Asked) -> list[dict[str, Any]]:
+    """For each check, the steps it passed and failed at, and those that could not answer it.
+
+    A step that made no such check (BrowserGym's tab safeguard scored it before any evaluator ran, or
+    the check was not asked there) is ``unknown`` with the reason.
+    """
+    rows = []
+    for check in checks:
+        passed: list[int] = []
+        failed: list[int] = []
+        unknown: list[int] = []
+        why: str | None = None
+        for step in sorted(asked):
+            answer = asked[step]
+            if isinstance(answer, str):
+                unknown.append(step)
+                why = why or f"step {step}: {answer}"
+                continue
+            match = find_check(answer, check)
+            if match is None:
+                unknown.append(step)
+                why = why or f"step {step}: the check was not made there"
+            elif match.get("passed"):
+                passed.append(step)
+            else:
+                failed.append(step)
+        rows.append(
+            {
+                "check": check_title(check),
+                "expected": check.get("expected"),
+                "passed": passed,
+                "failed": failed,
+                "unknown": unknown,
+                "unknown_why": why,
+                "first_passed": passed[0] if passed else None,
+                "last_passed": passed[-1] if passed else None,
+            }
+        )
+    return rows
 
 
 def _format_key(text: str) -> str:
@@ -599,42 +688,114 @@ def _alternatives(expected: Any) -> list[str]:
     return [str(expected)] if isinstance(expected, str | int | float) else []
 
 
-def _seen(
-    session: Session, texts: Sequence[str], upto: int | None = None, url: str | None = None
-) -> tuple[int, str] | None:
-    """The first step (at or before ``upto``) with one of ``texts`` in a tab's page (at ``url``)."""
-    wanted = [t.lower() for t in texts if t.strip()]
+def visible_match(text: str, expected: str) -> re.Match[str] | None:
+    """``expected`` in the visible ``text`` as a whole (case-insensitive; not inside a longer word or
+    number: the expected '3' is not in '$34.99')."""
+    wanted = expected.strip()
     if not wanted:
         return None
+    return re.search(r"(?<![0-9A-Za-z])" + re.escape(wanted) + r"(?![0-9A-Za-z])", text, re.IGNORECASE)
+
+
+def _visible(session: Session, texts: Sequence[str]) -> dict[str, Any] | None:
+    """The first step where one of ``texts`` was visible text in a tab (never markup, attributes or
+    URLs): the step, the tab's URL and the line it was on."""
+    from cdp_integration.replay.text import visible_text
+
+    wanted = [t.strip().lower() for t in texts if t.strip()]
     for step in session.steps:
-        if upto is not None and step.index > upto:
-            break
         for tab in step.tabs:
-            if url is not None and _url_key(tab.url) != _url_key(url):
-                continue
-            if tab.html and any(w in html.unescape(tab.html).lower() for w in wanted):
-                return step.index, tab.url
+            raw = tab.html.lower() if tab.html else ""
+            if not any(w in raw or w in html.unescape(raw) for w in wanted):
+                continue  # not even in the markup: no need to read the page's text
+            shown = visible_text(tab.html)
+            for text in texts:
+                match = visible_match(shown, text)
+                if match is not None:
+                    start = shown.rfind("\n", 0, match.start()) + 1
+                    end = shown.find("\n", match.end())
+                    line = shown[start : end if end >= 0 else len(shown)].strip()
+                    line = (
+                        line
+                        if len(line) <= 160
+                        else "…" + line[max(0, match.start() - start - 60) :][:158] + "…"
+                    )
+                    return {
+                        "kind": "visible",
+                        "step": step.index,
+                        "url": tab.url,
+                        "expected": text,
+                        "text": line,
+                    }
     return None
 
 
-def _url_key(url: str) -> str:
-    parsed = urllib.parse.urlparse(url.strip().rstrip("/"))
-    return (parsed.netloc + parsed.path).rstrip("/")
+def form_satisfies(comparison: str, expected: Any, value: str) -> bool:
+    """Whether the official comparison ``comparison`` would pass ``expected`` against ``value`` (any of
+    its ``|OR|`` alternatives)."""
+    from webarena.evaluation_harness.evaluators import StringEvaluator
+
+    compare = {"exact_match": StringEvaluator.exact_match, "must_include": StringEvaluator.must_include}.get(
+        comparison
+    )
+    if compare is None:
+        return False
+    return any(bool(compare(ref=text, pred=value)) for text in _alternatives(expected))
 
 
-def _url_seen(session: Session, expected: Sequence[str]) -> tuple[int, str] | None:
-    keys = {_url_key(e) for e in expected if e.strip()}
-    for step in session.steps:
+def _control_name(control: Any) -> str:
+    name = control.tag
+    if control.id:
+        name += f"#{control.id}"
+    elif control.name:
+        name += f"[name={control.name}]"
+    return name
+
+
+def _typed(session: Session) -> Iterator[tuple[int, str, str, str, str]]:
+    """What the agent put into form controls, latest first: ``(step, url, control, value, source)``,
+    from the captured form state (controls the agent changed) and from its typing actions
+    (``fill``, ``select_option``, ``type``: the value it typed, on the page it acted on)."""
+    from cdp_integration.replay.actions import TYPING_ACTIONS, parse_action
+
+    for position in range(len(session.steps) - 1, -1, -1):
+        step = session.steps[position]
         for tab in step.tabs:
-            if _url_key(tab.url) in keys:
-                return step.index, tab.url
+            for control in tab.form_state:
+                for value in [control.value or "", *control.selected_text]:
+                    if value:
+                        yield step.index, tab.url, _control_name(control), value, "form_state"
+        parsed = parse_action(step.action)
+        if parsed is not None and parsed.name in TYPING_ACTIONS and len(parsed.args) >= 2:
+            values = parsed.args[1] if isinstance(parsed.args[1], list | tuple) else [parsed.args[1]]
+            url = session.steps[position - 1].url if position else step.url
+            for value in values:
+                if isinstance(value, str) and value:
+                    yield step.index, url, f"the element bid {parsed.args[0]!s}", value, "action"
+
+
+def _unsaved(session: Session, check: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The last step where the agent put into a form a value the failed program_html check would have
+    passed on (typed, never saved: the check passed at no step)."""
+    comparison = str(check.get("comparison") or "")
+    for step, url, control, value, source in _typed(session):
+        if form_satisfies(comparison, check.get("expected"), value):
+            return {
+                "kind": "form",
+                "step": step,
+                "url": url,
+                "control": control,
+                "value": value if len(value) <= 120 else value[:117] + "...",
+                "source": source,
+                "comparison": comparison,
+            }
     return None
 
 
-def _harness_fault(session: Session) -> str | None:
+def _harness_fault(session: Session) -> tuple[int | None, str] | None:
     for step in session.steps:
         for fault in step.faults:
-            return f"capture fault at step {step.index} ({fault.stage}): {fault.message}"[:300]
+            return step.index, f"capture fault at step {step.index} ({fault.stage}): {fault.message}"[:300]
         for exchange in step.network:
             response = exchange.response
             if (
@@ -643,10 +804,13 @@ def _harness_fault(session: Session) -> str | None:
                 and response is not None
                 and response.status >= 500
             ):
-                return f"the site answered {response.status} for the page {exchange.request.url} (step {step.index})"
+                return (
+                    step.index,
+                    f"the site answered {response.status} for the page {exchange.request.url} (step {step.index})",
+                )
     if session.end is not None:
         for fault in session.end.faults:
-            return f"capture fault at the end ({fault.stage}): {fault.message}"[:300]
+            return None, f"capture fault at the end ({fault.stage}): {fault.message}"[:300]
     return None
 
 
@@ -655,101 +819,211 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def _steps(steps: Sequence[int]) -> str:
+    """``0-4, 6``: a sorted list of step numbers, runs joined."""
+    parts: list[str] = []
+    run: list[int] = []
+    for step in steps:
+        if run and step == run[-1] + 1:
+            run.append(step)
+            continue
+        if run:
+            parts.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)))
+        run = [step]
+    if run:
+        parts.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)))
+    return ", ".join(parts)
+
+
+def _start(session: Session) -> int | None:
+    """The step before the agent's first action (BrowserGym's reset): the task's starting state."""
+    first = session.steps[0] if session.steps else None
+    return first.index if first is not None and first.trigger != "action" else None
+
+
+def rerun_command(session: Session, step: int) -> str:
+    """The command that asks the evaluator again at ``step``: what a claim says can be checked."""
+    return f"cdp-session eval-at {session.path or 'SESSION'} {step}"
+
+
 def attribute(
     session: Session,
     score: float | None,
     checks: Sequence[Mapping[str, Any]],
-    step_scores: Sequence[tuple[int, float | None]] = (),
-) -> dict[str, str] | None:
-    """One class and its reason for a 0 score (None when the score is not 0). First rule that holds:
+    asked: Asked | None = None,
+) -> dict[str, Any] | None:
+    """One class and its reason for a 0 score (None when the score is not 0), from the failed checks
+    asked again at every step (``asked``: step -> that step's checks, or why it could not answer;
+    the final step's are ``checks``). First rule that holds:
 
     1. ``harness_fault``: a capture fault (a crashed or hung tab included) or a 5xx document.
-    2. ``state_undone``: an earlier step scored 1, or the failed check's expected URL or content was in
-       a tab at an earlier step.
-    3. ``state_not_reached``: a tab was outside the WebArena sites (BrowserGym's safeguard).
-    4. ``answer_wrong``: a failed answer check whose expected value was on a page the agent saw, whose
-       answer differs from it only in format, that the LLM judge refused, or no answer at all.
-    5. ``state_not_reached``: the expected URL, content or answer was never in any tab.
+    2. ``state_not_reached``: a tab was outside the WebArena sites (BrowserGym's safeguard).
+    3. ``state_undone``: a failed check passed at an earlier step (the last such step is named).
+    4. ``state_not_saved``: a form control the agent changed held a value a failed program_html check
+       would have passed on (the official comparison, run on the control's value).
+    5. ``answer_wrong``: a failed answer check that the LLM judge refused, whose answer differs only in
+       format, or whose expected value was visible text on a page the agent saw.
+    6. ``state_unknown``: a failed state check that passed at no step, where some steps could not
+       answer it (a replay miss): whether it ever held is not known.
+    7. ``state_not_reached``: a failed check that passed at no step that was asked (every step), or an
+       answer whose expected value was never visible.
+
+    The result: ``class``, ``reason``, and where it applies ``check`` (its title), ``step``,
+    ``evidence`` (what was found there), ``rerun`` (the command that asks again) and ``timeline``
+    (``check_timeline`` of the failed checks).
     """
     if score is None or score != 0.0:
         return None
+    final = session.final_step.index
+    answers: dict[int, Sequence[Mapping[str, Any]] | str] = dict(asked or {})
+    answers[final] = checks
+    failed = [c for c in checks if not c.get("passed")]
+    timeline = check_timeline(failed, answers)
+
+    def claim(klass: str, reason: str, check: Mapping[str, Any] | None, step: int | None,
+              evidence: Mapping[str, Any] | None) -> dict[str, Any]:  # fmt: skip
+        return {
+            "class": klass,
+            "reason": reason,
+            "check": check_title(check) if check is not None else None,
+            "step": step,
+            "evidence": dict(evidence) if evidence is not None else None,
+            "rerun": rerun_command(session, step) if step is not None else None,
+            "timeline": timeline,
+        }
+
     fault = _harness_fault(session)
     if fault is not None:
-        return {"class": "harness_fault", "reason": fault}
-    final = session.final_step.index
-    held = [index for index, value in step_scores if value == 1.0 and index != final]
-    if held:
-        return {
-            "class": "state_undone",
-            "reason": f"the task was done at step {held[0]} (scored 1), not at the end",
-        }
-    failed = [c for c in checks if not c.get("passed")]
+        return claim("harness_fault", fault[1], None, fault[0], {"kind": "fault", "step": fault[0]})
     for check in failed:
         if check.get("evaluator") == "browsergym":
-            return {
-                "class": "state_not_reached",
-                "reason": f"a tab was outside the WebArena sites ({_shown(check.get('found'))}); BrowserGym's "
-                "validate scores that 0 before any evaluator runs",
-            }
+            return claim(
+                "state_not_reached",
+                f"a tab was outside the WebArena sites at the end ({_shown(check.get('found'))}); "
+                "BrowserGym's validate scores that 0 before any evaluator runs",
+                check,
+                final,
+                {"kind": "asked", "step": final, "passed": False, "found": check.get("found")},
+            )
+    for check, row in zip(failed, timeline, strict=True):
+        earlier = [step for step in row["passed"] if step != final]
+        if earlier:
+            step = earlier[-1]
+            there = answers[step]
+            then = find_check(there, check) if not isinstance(there, str) else None
+            found = then.get("found") if then is not None else None
+            return claim(
+                "state_undone",
+                f"{row['check']} passed at step {step} (found {_shown(found)}) and failed at the end "
+                f"(found {_shown(check.get('found'))})",
+                check,
+                step,
+                {"kind": "asked", "step": step, "passed": True, "found": found},
+            )
     for check in failed:
-        expected = _alternatives(check.get("expected"))
-        if check.get("evaluator") == "url_match":
-            seen = _url_seen(session, expected)
-            if seen is not None and seen[0] != final:
-                return {
-                    "class": "state_undone",
-                    "reason": f"the expected URL was open at step {seen[0]} ({seen[1]}), not at the end",
-                }
-        elif check.get("evaluator") == "program_html":
-            seen = _seen(session, expected, upto=final - 1, url=check.get("source", {}).get("url"))
-            if seen is not None:
-                return {
-                    "class": "state_undone",
-                    "reason": f"the expected content {_shown(check.get('expected'))} was on the page at step "
-                    f"{seen[0]} ({seen[1]}), not at the end",
-                }
+        if check.get("evaluator") != "program_html":
+            continue
+        form = _unsaved(session, check)
+        if form is not None:
+            return claim(
+                "state_not_saved",
+                f"{check_title(check)}: the expected {_shown(check.get('expected'))} was typed into "
+                f"{form['control']} on {form['url']} (step {form['step']}: {_shown(form['value'])}) but "
+                "never saved; the check failed at every step",
+                check,
+                form["step"],
+                form,
+            )
+    unseen_answer: Mapping[str, Any] | None = None
     for check in failed:
         if (
             check.get("evaluator") not in ("string_match", "verified")
-            or check.get("source", {}).get("kind") != "answer"
+            or (check.get("source") or {}).get("kind") != "answer"
         ):
             continue
         expected = _alternatives(check.get("expected"))
         found = str(check.get("found") or "")
+        at_end = {"kind": "asked", "step": final, "passed": False, "found": check.get("found")}
         if check.get("comparison") in ("fuzzy_match", "ua_match"):
-            return {
-                "class": "answer_wrong",
-                "reason": f"the LLM judge did not accept the answer {_shown(found)}",
-            }
+            return claim(
+                "answer_wrong",
+                f"the LLM judge did not accept the answer {_shown(found)}",
+                check,
+                final,
+                at_end,
+            )
         if any(_format_only(e, found) for e in expected):
-            return {
-                "class": "answer_wrong",
-                "reason": f"the answer {_shown(found)} differs from {_shown(check.get('expected'))} only in format",
-            }
-        seen = _seen(session, expected)
+            return claim(
+                "answer_wrong",
+                f"the answer {_shown(found)} differs from {_shown(check.get('expected'))} only in format",
+                check,
+                final,
+                at_end,
+            )
+        seen = _visible(session, expected)
         if seen is not None:
             given = (
                 "no answer was given"
-                if check.get("note", "") and "no answer" in str(check.get("note"))
-                else (f"the answer was {_shown(found)}")
+                if "no answer" in str(check.get("note") or "")
+                else f"the answer was {_shown(found)}"
             )
-            return {
-                "class": "answer_wrong",
-                "reason": f"{given}; the expected {_shown(check.get('expected'))} was on the page the agent saw "
-                f"at step {seen[0]} ({seen[1]})",
-            }
-    if failed:
-        check = failed[0]
-        evaluator = str(check.get("evaluator"))
-        where = "in any tab"
-        if evaluator == "program_html" and check.get("source", {}).get("url"):
-            where = f"on {check['source']['url']} at any step"
-        what = {"url_match": "URL", "program_html": "content"}.get(evaluator, "answer")
-        return {
-            "class": "state_not_reached",
-            "reason": f"the expected {what} {_shown(check.get('expected'))} was never {where} "
-            f"({evaluator} {check.get('comparison')} failed)",
-        }
+            return claim(
+                "answer_wrong",
+                f"{given}; the expected {_shown(seen['expected'])} was visible at step {seen['step']} "
+                f"({seen['url']}: {_shown(seen['text'])})",
+                check,
+                seen["step"],
+                seen,
+            )
+        unseen_answer = unseen_answer or check
+    for check, row in zip(failed, timeline, strict=True):
+        if (check.get("source") or {}).get("kind") == "answer" and check.get("evaluator") != "browsergym":
+            continue
+        started = [step for step in row["unknown"] if step != _start(session)]
+        if started:
+            return claim(
+                "state_unknown",
+                f"{row['check']} failed at the end and at steps {_steps(row['failed']) or 'none'}; steps "
+                f"{_steps(row['unknown'])} could not answer it ({row['unknown_why']}), so whether it ever "
+                "held is not known",
+                check,
+                final,
+                {"kind": "asked", "step": final, "passed": False, "found": check.get("found")},
+            )
+        if check.get("evaluator") == "verified":  # asked of the network trace of the whole episode
+            return claim(
+                "state_not_reached",
+                f"{row['check']} failed on the network trace of the whole episode: expected "
+                f"{_shown(check.get('expected'))}, found {_shown(check.get('found'))}",
+                check,
+                final,
+                {"kind": "asked", "step": final, "passed": False, "found": check.get("found")},
+            )
+        what = {"url_match": "URL", "program_html": "content"}.get(str(check.get("evaluator")), "state")
+        start = (
+            f"; the start (step {row['unknown'][0]}, before any action) could not be asked"
+            if row["unknown"]
+            else ""
+        )
+        return claim(
+            "state_not_reached",
+            f"the expected {what} {_shown(check.get('expected'))} was never there: {row['check']} failed "
+            f"at every step{' the agent acted on' if start else ''} ({_steps(row['failed'])}){start}; at the "
+            "end it found "
+            f"{_shown(check.get('found'))}",
+            check,
+            final,
+            {"kind": "asked", "step": final, "passed": False, "found": check.get("found")},
+        )
+    if unseen_answer is not None:
+        return claim(
+            "state_not_reached",
+            f"the expected answer {_shown(unseen_answer.get('expected'))} was never visible on any page the "
+            f"agent saw ({check_title(unseen_answer)} failed)",
+            unseen_answer,
+            final,
+            {"kind": "not_visible", "step": final, "expected": _alternatives(unseen_answer.get("expected"))},
+        )
     return {"class": "state_not_reached", "reason": "the evaluator scored 0 with no failed check recorded"}
 
 
@@ -809,5 +1083,25 @@ def format_checks(
         if check.get("note"):
             lines.append(f"        note     {check['note']}")
     if attribution:
+        lines.extend(format_timeline(attribution.get("timeline") or []))
         lines.append(f"why 0: {attribution.get('class')}: {attribution.get('reason')}")
+        if attribution.get("rerun"):
+            lines.append(f"ask again: {attribution['rerun']}")
     return "\n".join(lines)
+
+
+def format_timeline(timeline: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The failed checks asked at every step, as text: where each passed, failed or could not answer."""
+    if not timeline:
+        return []
+    lines = ["failed checks asked at every step:"]
+    for row in timeline:
+        parts = [
+            f"passed at {_steps(row.get('passed') or [])}" if row.get("passed") else "passed at no step",
+            f"failed at {_steps(row.get('failed') or [])}" if row.get("failed") else None,
+            f"unknown at {_steps(row.get('unknown') or [])}" if row.get("unknown") else None,
+        ]
+        lines.append(
+            f"  {row.get('check')} {_shown(row.get('expected'))}: " + "; ".join(p for p in parts if p)
+        )
+    return lines

@@ -43,8 +43,11 @@ body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:
 h1{font-size:22px;margin:20px 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #d0d7de}
 .headline{display:flex;gap:32px;flex-wrap:wrap;margin:12px 0}.big{font-size:34px;font-weight:600}
 .muted{color:#59636e}.note{background:#fff8c5;padding:6px 10px;border-radius:6px;display:inline-block}
-table{border-collapse:collapse;margin:6px 0}td,th{padding:3px 8px;border-bottom:1px solid #eaeef2;text-align:left}
-th{background:#f6f8fa;position:sticky;top:0;cursor:pointer;user-select:none;white-space:nowrap}
+table{border-collapse:collapse;margin:6px 0;max-width:100%}
+td,th{padding:3px 8px;border-bottom:1px solid #eaeef2;text-align:left}
+td.long{min-width:12em;overflow-wrap:anywhere}
+td.lines{min-width:12em;white-space:pre-line;font-size:12px;overflow-wrap:anywhere}
+th{background:#f6f8fa;position:sticky;top:0;cursor:pointer;user-select:none}
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
 .pass{color:#1a7f37}.fail{color:#cf222e}.error{color:#9a6700}tr.flip td{background:#fff1e5}
 .filters{display:flex;gap:10px;flex-wrap:wrap;align-items:center;margin:8px 0}
@@ -67,8 +70,9 @@ function cell(c,r){const v=r[c.key];
  if(v==null)return '<td class="n muted">-</td>';
  if(c.type==='num')return '<td class="n">'+(typeof v==='number'?v.toFixed(3):esc(v))+'</td>';
  if(c.type==='outcome')return '<td class="'+esc(v)+'">'+esc(v)+'</td>';
- if(c.type==='long'){const t=String(v);return '<td title="'+esc(t)+'">'+esc(t.length>LONG?t.slice(0,LONG-1)+'\u2026':t)+'</td>';}
- return '<td>'+esc(v)+'</td>';}
+ if(c.type==='long'){const t=String(v);return '<td class="long" title="'+esc(t)+'">'+esc(t.length>LONG?t.slice(0,LONG-1)+'\u2026':t)+'</td>';}
+ if(c.type==='lines')return '<td class="lines">'+esc(v)+'</td>';
+ return '<td>'+esc(v).replace(/([_+\\/])/g,'$1<wbr>')+'</td>';}
 function render(){
  const keep=rows.filter(r=>cols.every(c=>!filters[c.key]||String(r[c.key])===filters[c.key])
    &&(!text||JSON.stringify(r).toLowerCase().includes(text)));
@@ -257,6 +261,7 @@ def _episode_rows(tasks: Iterable[TaskResult], links: Mapping[str, str]) -> list
                     "class": episode.failure_class or "",
                     "provenance": episode.provenance,
                     "why": episode.attribution_reason or episode.error or "",
+                    "timeline": episode.check_timeline or "",
                 }
             )
     return rows
@@ -274,6 +279,7 @@ EPISODE_COLUMNS: tuple[dict[str, Any], ...] = (
     {"key": "class", "label": "class", "filter": True},
     {"key": "provenance", "label": "provenance", "filter": True},
     {"key": "why", "label": "why", "type": "long"},
+    {"key": "timeline", "label": "failed checks over the steps", "type": "lines"},
 )
 
 
@@ -359,9 +365,18 @@ def _provenance_section(run: Run) -> str:
 def _failure_section(run: Run) -> str:
     failing = [e for e in run.episodes if not e.passed]
     counts = Counter(e.failure_class or "" for e in failing)
-    attributed = sum(e.attribution_class is not None for e in failing)
-    if attributed:
-        how = f"{plural(attributed, 'session')} attributed by the scorer's checks; the others by error or eval type."
+    attributed = sum(e.attribution_class is not None and e.scored for e in failing)
+    unscored = sum(e.attribution_class is not None and not e.scored for e in failing)
+    if attributed or unscored:
+        how = (
+            f"{plural(attributed, 'session')} attributed by the scorer's checks (each asked again at every step)"
+            + (
+                f", {plural(unscored, 'session')} that could not be scored by the scoring error"
+                if unscored
+                else ""
+            )
+            + "; the others by error or eval type."
+        )
     else:
         how = "No attribution in this output: failures are grouped by error type or by the eval types of the task."
     return f'<h2>Failure attribution</h2><p class="muted">{_e(how)}</p>' + (

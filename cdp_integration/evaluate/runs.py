@@ -79,6 +79,8 @@ class Episode:
     answer: str | None = None
     attribution_class: str | None = None
     attribution_reason: str | None = None
+    check_timeline: str | None = None
+    """The failed checks asked at every step, in words: where each first and last passed."""
     checks: tuple[Mapping[str, Any], ...] | None = None
     scorer: str | None = None
 
@@ -229,9 +231,38 @@ def _episode(record: Mapping[str, Any], scorer_default: str | None, where: str) 
         answer=_text(result.get("answer")),
         attribution_class=_text(attribution.get("class")),
         attribution_reason=_text(attribution.get("reason")),
+        check_timeline=_timeline_text(attribution.get("timeline")),
         checks=tuple(c for c in checks if isinstance(c, dict)) if isinstance(checks, list) else None,
         scorer=_text(metadata.get("scorer")) or scorer_default,
     )
+
+
+def _timeline_text(timeline: Any) -> str | None:
+    """``program_html[0] exact_match: passed at steps 2-3 (first 2, last 3), failed at 0, 1, 4``: one
+    line per failed check of an attribution's timeline; None when it has none (or it is malformed)."""
+    if not isinstance(timeline, list):
+        return None
+    lines = []
+    for row in timeline[:20]:
+        if not isinstance(row, dict) or not isinstance(row.get("check"), str):
+            continue
+        steps = {
+            key: [s for s in row.get(key) or [] if isinstance(s, int) and not isinstance(s, bool)]
+            if isinstance(row.get(key), list)
+            else []
+            for key in ("passed", "failed", "unknown")
+        }
+        said = (
+            f"first passed at step {steps['passed'][0]}, last at {steps['passed'][-1]}"
+            if steps["passed"]
+            else "passed at no step"
+        )
+        if steps["failed"]:
+            said += f"; failed at {', '.join(map(str, steps['failed'][:30]))}"
+        if steps["unknown"]:
+            said += f"; could not be asked at {', '.join(map(str, steps['unknown'][:30]))}"
+        lines.append(f"{row['check'][:80]}: {said}")
+    return "\n".join(lines) or None
 
 
 def find_output(path: str | os.PathLike[str]) -> Path | None:

@@ -44,6 +44,8 @@ from cdp_integration.errors import (
     ReplayMissError,
 )
 from cdp_integration.evaluate.explain import (
+    STATE_EVALUATORS,
+    Asked,
     CheckRecorder,
     attribute,
     record_webarena_checks,
@@ -129,8 +131,9 @@ class SessionScore:
     answers: dict[str, int] = field(default_factory=dict)
     checks: list[dict[str, Any]] = field(default_factory=list)
     """The final state's checks (``evaluate.explain``): they combine to ``score``."""
-    attribution: dict[str, str] | None = None
-    """Why ``score`` is 0: ``{"class", "reason"}`` (``evaluate.explain.attribute``); None otherwise."""
+    attribution: dict[str, Any] | None = None
+    """Why ``score`` is 0: ``{"class", "reason", "check", "step", "evidence", "rerun", "timeline"}``
+    (``evaluate.explain.attribute``); None otherwise."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -160,6 +163,11 @@ def site_urls(session: Session) -> dict[str, str]:
 def session_config(session: Session, config: Mapping[str, Any] | str | Path | None = None) -> dict[str, Any]:
     """The task's WebArena config: ``config`` (dict or JSON file) or the one the session recorded,
     with URL placeholders replaced by the sites the episode ran against."""
+    given = (
+        str(config)
+        if isinstance(config, str | Path)
+        else ("the config passed" if config is not None else None)
+    )
     if isinstance(config, str | Path):
         from cdp_integration.session.limits import SessionLimits
         from cdp_integration.session.untrusted import read_json
@@ -171,6 +179,11 @@ def session_config(session: Session, config: Mapping[str, Any] | str | Path | No
             )
         except ValueError as exc:
             raise EvaluationError(f"cannot read WebArena config {config}: {exc}") from None
+    if given is not None and (not isinstance(config, Mapping) or not isinstance(config.get("eval"), Mapping)):
+        raise EvaluationError(
+            f'{given} is not a WebArena task config: it has no "eval" object (a task\'s config, as in '
+            "config_files/<id>.json, not an answers or results file)"
+        )
     if config is None:
         config = session.task.get("config")
     if not isinstance(config, Mapping) or not isinstance(config.get("eval"), Mapping):
@@ -419,6 +432,9 @@ def evaluate_session(
                 if s.evaluation is not None
             ]
             steps.append(final)
+        asked = _ask_failed_checks(
+            session, resolved, final, steps, trusted=trusted, recorded_only=recorded_only
+        )
     recorded = [s.score for s in steps if s.score is not None and (s.source == "recorded" or s is final)]
     live = [r for r in (session.end.rewards if session.end else []) if r is not None] or [
         s.reward for s in session.steps if s.reward is not None
@@ -445,8 +461,43 @@ def evaluate_session(
         provenance=combined_provenance([s.provenance for s in steps]),
         answers={kind: sum(s.answers.get(kind, 0) for s in steps) for kind in ("recorded", "reconstructed")},
         checks=final.checks,
-        attribution=attribute(session, final.score, final.checks, [(s.step, s.score) for s in steps]),
+        attribution=attribute(session, final.score, final.checks, asked),
     )
+
+
+def _ask_failed_checks(
+    session: Session,
+    config: Mapping[str, Any],
+    final: StepScore,
+    scored: Sequence[StepScore],
+    *,
+    trusted: bool,
+    recorded_only: bool,
+) -> Asked:
+    """The failed state checks of a 0 (url_match, program_html) asked again at every step: the steps
+    already scored give their checks; every other step is scored as ``cdp-session eval-at`` scores it
+    (so a user can ask again). A step that cannot answer gives why (a replay miss), never a guess."""
+    asked: dict[int, list[dict[str, Any]] | str] = {s.step: s.checks for s in scored}
+    failed = [c for c in final.checks if not c["passed"] and c["evaluator"] in STATE_EVALUATORS]
+    if final.score != 0.0 or not failed:
+        return asked
+    for step in session.steps:
+        if step.index in asked:
+            continue
+        try:
+            result = evaluate_step(
+                session, step.index, config, trust_configs=trusted, recorded_only=recorded_only
+            )
+        except ReplayMissError as exc:
+            asked[step.index] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+            continue
+        except Exception as exc:  # the final state was scored; one earlier step failing leaves it unknown
+            asked[step.index] = (
+                f"the evaluator raised {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            )
+            continue
+        asked[step.index] = result.checks
+    return asked
 
 
 def score_session_file(

@@ -418,16 +418,23 @@ def _environments(task: WebArenaVerifiedTask, session: Session) -> dict[WebArena
     urls = {str(k).upper(): str(v) for k, v in recorded.items() if v} if isinstance(recorded, dict) else {}
     given = known_site_urls()
     environments = {}
+    missing = []
     for site in task.sites:
         name = site.value.upper()
         plain = os.environ.get(name, "")
         url = urls.get(name) or given.get(name) or (plain if plain != PLACEHOLDER_URL else "")
         if not url:
-            raise EvaluationError(
-                f"no URL for site {site.value}: the session header's site_urls has no {name} and "
-                f"${name} is not set"
-            )
+            missing.append(site.value)
+            continue
         environments[site] = EnvironmentConfig(urls=[url.rstrip("/")])
+    if missing:
+        names = ", ".join(missing)
+        raise EvaluationError(
+            f"no URL for site{'s' if len(missing) > 1 else ''} {names}: the session records none in its "
+            f"site_urls; give {'them' if len(missing) > 1 else 'it'} with "
+            + " ".join(f"--site-url {m}=URL" for m in missing)
+            + f" (or {', '.join('WA_' + m.upper() for m in missing)})"
+        )
     return environments
 
 

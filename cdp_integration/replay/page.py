@@ -765,10 +765,21 @@ class MockPage(Page):
         asked = f"{op}({arg!r})" if arg is not None else f"{op}()"
         known = nearest(self._url, self._context.known_urls())
         closest = self._context.calls.describe(op, self._url, arg)
+        hints = self._context.miss_hints(self._url, known)
+        if any(_same_document(url, self._url) for url in known):
+            # the URL is known (a tab, a recorded call) but no capture of it can answer: say why, not the URL
+            page = (
+                "a captured page at this URL cannot answer"
+                if hints
+                else "no captured page at this URL (the recording holds its URL, not its content)"
+            )
+            others = [url for url in known if not _same_document(url, self._url)]
+            pages = f"other captured pages: {', '.join(others)}; " if others else ""
+        else:
+            page, pages = "no captured page at this URL", f"captured pages: {', '.join(known) or 'none'}; "
         error = ReplayMissError(
-            f"{asked} on {self._url} (step {self._context.step.index}): no recorded answer and no captured page "
-            f"at this URL; captured pages: {', '.join(known) or 'none'}; closest recorded calls: "
-            f"{'; '.join(closest) or 'none'}{self._context.miss_hints(self._url, known)}"
+            f"{asked} on {self._url} (step {self._context.step.index}): no recorded answer and {page}; "
+            f"{pages}closest recorded calls: {'; '.join(closest) or 'none'}{hints}"
         )
         self._context.misses.append(str(error))
         return error

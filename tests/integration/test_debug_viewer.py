@@ -291,12 +291,13 @@ def test_viewer_shows_why_a_failing_demo_episode_scored_0(browser: Browser, tmp_
     page, _ = open_viewer(browser, html, network)
     ARTIFACTS.mkdir(exist_ok=True)
     try:
-        expect(page.locator("#header-why")).to_have_text("why 0: state_not_reached")
+        expect(page.locator("#header-why")).to_have_text("why 0: state_not_saved")
         page.keyboard.press("End")
         panel = page.locator("#evaluation")
         expect(panel.locator("h3")).to_contain_text("Evaluation of the final state")
         expect(panel.locator("h3")).to_contain_text("2 of 2 checks failed")
-        expect(page.locator("#attribution")).to_contain_text("state_not_reached")
+        expect(page.locator("#attribution")).to_contain_text("state_not_saved")
+        expect(panel.locator("#check-timeline tr.timeline-row")).to_have_count(2)  # each check, each step
         failed = panel.locator("tr.check.fail")
         expect(failed).to_have_count(2)
         first = failed.first

@@ -192,3 +192,45 @@ def test_the_evaluator_version_comparison_lists_exactly_the_changed_verdicts(tmp
         for task in changed.values():
             assert any(why.startswith("check string_match") for why in task["why"]), task["why"]
     assert comparison["difference"] == 0.0  # one pass lost, one gained: task 10000 still passes 1 of 2
+
+
+def _fits(page: Page) -> None:
+    """No horizontal scroll in a 1,280 px window: nothing wider than the viewport."""
+    width, client = page.evaluate(
+        "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+    )
+    assert client == 1280 and width <= client, f"{page.url}: {width} px wide in a {client} px window"
+
+
+def test_report_compare_and_viewer_fit_a_1280_px_window(
+    browser: Browser, golden_eval: Path, tmp_path: Path
+) -> None:
+    """The longest cells (why, the failed checks over the steps, compare's why) wrap instead of
+    widening the page; the viewer's check timeline shows where each check passed."""
+    page, _ = _open(browser, golden_eval / "report.html")
+    try:
+        _fits(page)
+        timelines = _column(page, 12)
+        assert any("first passed at step 1, last at 3" in cell for cell in timelines), timelines
+    finally:
+        page.close()
+    success, failure = _split_golden(tmp_path)
+    out = tmp_path / "compare"
+    assert CliRunner().invoke(cli, ["compare", str(success), str(failure), "-o", str(out)]).exit_code == 0
+    page, _ = _open(browser, out / "compare.html")
+    try:
+        _fits(page)
+    finally:
+        page.close()
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.goto((golden_eval / "viewers" / "10039.failure.html").as_uri() + "#step-4")
+        page.wait_for_selector("#check-timeline")
+        _fits(page)
+        rows = page.eval_on_selector_all(
+            "#check-timeline tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))"
+        )
+        assert rows[0][0].startswith("url_match") and rows[0][-1] == "passed 1\u20133"
+        assert rows[0][1:-1] == ["?", "✓", "✓", "✓", "✗"]  # step 0 could not be asked; undone at 4
+    finally:
+        page.close()

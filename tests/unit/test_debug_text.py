@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cdp_integration.debug import visible_text
-from cdp_integration.debug.text import find_element
+from cdp_integration.replay.text import find_element
 
 
 def test_scripts_styles_head_and_hidden_elements_give_no_text() -> None:
@@ -80,7 +80,7 @@ def test_visible_text_shows_what_was_typed_checked_and_selected() -> None:
 def test_typed_values_inside_a_declarative_shadow_root_are_shown_at_their_path() -> None:
     """The step text and the viewer share one element counter (``ControlWalk``): a control inside an
     open shadow root is addressed as (host, index inside the root), like the capture addresses it."""
-    from cdp_integration.debug.text import ControlWalk
+    from cdp_integration.replay.text import ControlWalk
     from cdp_integration.session.models import FormControlState
 
     html = (

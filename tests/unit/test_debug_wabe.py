@@ -8,7 +8,8 @@ from pathlib import Path
 import orjson
 
 from cdp_integration.debug import export_wabe
-from cdp_integration.debug.actions import mind2web_action, parse_action
+from cdp_integration.debug.actions import mind2web_action
+from cdp_integration.replay.actions import parse_action
 from tests.unit.test_debug_diff import ORIGIN, make_session
 
 

@@ -192,16 +192,20 @@ def test_no_answer_is_said_in_words_and_the_placeholder_shown() -> None:
     (check,) = result.checks
     assert (check["found"], check["passed"]) == ("whatever", False)
     assert "placeholder" in check["note"] and "no answer" in check["note"]
-    assert result.attribution == {
-        "class": "answer_wrong",
-        "reason": "no answer was given; the expected 'DS-HK-003' was on the page the agent saw at step 0 "
-        f"({SHOP}/products/3)",
-    }
+    assert result.attribution is not None
+    assert (result.attribution["class"], result.attribution["reason"]) == (
+        "answer_wrong",
+        f"no answer was given; the expected 'DS-HK-003' was visible at step 0 ({SHOP}/products/3: 'SKU: DS-HK-003')",
+    )
+    assert result.attribution["evidence"] == {
+        "kind": "visible", "step": 0, "url": f"{SHOP}/products/3", "expected": "DS-HK-003", "text": "SKU: DS-HK-003"
+    }  # fmt: skip
+    assert result.attribution["rerun"] == "cdp-session eval-at SESSION 0"
 
 
 def test_answer_never_on_any_page_is_state_not_reached() -> None:
     attribution = _attributed(_session([_step(0, f"{SHOP}/")], SKU, answer="$34.99"))
-    assert attribution["class"] == "state_not_reached" and "never in any tab" in attribution["reason"]
+    assert attribution["class"] == "state_not_reached" and "never visible" in attribution["reason"]
 
 
 def test_url_never_open_is_state_not_reached() -> None:
@@ -212,10 +216,11 @@ def test_url_never_open_is_state_not_reached() -> None:
 def test_url_open_earlier_then_left_is_state_undone() -> None:
     steps = [_step(0, f"{SHOP}/"), _step(1, f"{SHOP}/products?category=Sports"), _step(2, f"{SHOP}/")]
     attribution = _attributed(_session(steps, SPORTS))
-    assert attribution == {
-        "class": "state_undone",
-        "reason": f"the expected URL was open at step 1 ({SHOP}/products?category=Sports), not at the end",
-    }
+    assert (attribution["class"], attribution["step"]) == ("state_undone", 1)
+    assert attribution["reason"] == (
+        f"url_match passed at step 1 (found '{SHOP}/products?category=Sports') and failed at the end "
+        f"(found '{SHOP}/')"
+    )
 
 
 def test_a_tab_off_the_sites_is_said_even_with_the_right_answer() -> None:
@@ -295,18 +300,20 @@ def test_output_line_carries_checks_and_attribution(tmp_path: Path) -> None:
         ("program_html", 1, "39.99", "45.50"),
     ]
     assert failed[0]["source"]["url"].endswith("/products/3") and failed[0]["source"]["kind"] == "locator"
-    assert lines["10024.failure"]["attribution"]["class"] == "state_not_reached"
+    attribution = lines["10024.failure"]["attribution"]
+    assert (attribution["class"], attribution["step"]) == ("state_not_saved", 3)  # typed 39.99, never saved
+    assert attribution["evidence"]["value"] == "39.99" and attribution["rerun"].endswith(" 3")
     assert lines["10024.success"]["attribution"] is None
     assert all(c["passed"] for c in lines["10024.success"]["checks"])
 
     report = write_report(tmp_path / "out")
     assert report.failed_checks == {"program_html[0] exact_match": 1, "program_html[1] exact_match": 1}
-    assert report.attribution == {"state_not_reached": 1}
+    assert report.attribution == {"state_not_saved": 1}
     markdown = (tmp_path / "out" / "report.md").read_text()
     assert "## Most common failed checks" in markdown and "| `program_html[0] exact_match` | 1 |" in markdown
-    assert "| state_not_reached | 1 |" in markdown
+    assert "| state_not_saved | 1 |" in markdown
     saved = json.loads((tmp_path / "out" / "report.json").read_text())
-    assert saved["attribution"] == {"state_not_reached": 1}
+    assert saved["attribution"] == {"state_not_saved": 1}
 
 
 # -- where the checks show -------------------------------------------------------------------------
@@ -331,7 +338,15 @@ def test_rescore_and_eval_at_print_the_checks_failed_first() -> None:
     assert table[3] == "        found    'http://127.0.0.1:42797/admin'"
     assert table[6] == "  FAIL  program_html[0] exact_match"
     assert [line for line in table if line.startswith("  pass")] == ["  pass  program_html[1] exact_match"]
-    assert table[-1] == "why 0: state_undone: the task was done at step 3 (scored 1), not at the end"
+    assert table[-2] == (
+        "why 0: state_undone: url_match passed at step 3 (found 'http://127.0.0.1:42797/admin/products/10/edit"
+        "?saved=1') and failed at the end (found 'http://127.0.0.1:42797/admin')"
+    )
+    assert table[-1] == f"ask again: cdp-session eval-at {path} 3"
+    assert (
+        "  url_match 'http://127.0.0.1:42797/admin/products/10/edit': passed at 1-3; failed at 4; unknown at 0"
+        in table
+    )
     at = _cli("eval-at", path, "3")
     assert at.startswith("step 3  score 1.0  provenance recorded\nchecks (0 failed of 3, failed first):")
 

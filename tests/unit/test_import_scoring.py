@@ -64,6 +64,9 @@ def test_a_miss_on_an_imported_session_keeps_its_provenance(tmp_path: Path) -> N
     outcome = line["test_result"]
     assert isinstance(outcome, dict)
     assert (outcome["error_type"], outcome["provenance"]) == ("ReplayMissError", "imported:browser-use")
+    error = str(outcome["error"])  # the history holds the cart's URL, not its page: said so, not listed
+    assert "the recording holds its URL, not its content" in error, error
+    assert f"captured pages: {SHOP}/cart" not in error, error
 
     result = CliRunner().invoke(cli, [*args, "--scorer", "verified", "-o", str(tmp_path / "verified")])
     assert result.exit_code == 1, result.output

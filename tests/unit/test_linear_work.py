@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from cdp_integration.debug.text import visible_text
 from cdp_integration.replay.guard import captured_scripts
 from cdp_integration.replay.offline import refresh_targets
+from cdp_integration.replay.text import visible_text
 from cdp_integration.session.markup import iter_tags
 from cdp_integration.session.models import FormControlState, SessionEnd, Step, TabState
 from cdp_integration.session.redact import redact_session

@@ -195,8 +195,8 @@ def test_why_names_the_check_that_changed(tmp_path: Path) -> None:
     )
     (flipped,) = comparison.flipped
     assert flipped.why[0] == (
-        "check string_match exact_match: passed -> failed; expected 'DS-HK-003' -> 'DS-HK-004', "
-        "found 'DS-HK-003' -> 'DS-HK-003'"
+        "check string_match exact_match: passed -> failed; expected 'DS-HK-003' -> 'DS-HK-004'; "
+        "found 'DS-HK-003' both"  # an unchanged value is not shown as a change
     )
     run_b = read_run(tmp_path / "b")
     page = render_run_html(run_b, build_report(run_b.path))

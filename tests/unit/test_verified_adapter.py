@@ -283,7 +283,9 @@ def test_site_url_falls_back_to_the_environment(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("WA_SHOPPING", SHOP)
     assert verified_score(session).score == 1.0
     monkeypatch.delenv("WA_SHOPPING")
-    with pytest.raises(EvaluationError, match=r"no URL for site shopping: .*\$SHOPPING is not set"):
+    with pytest.raises(
+        EvaluationError, match=r"no URL for site shopping: .*--site-url shopping=URL \(or WA_SHOPPING\)"
+    ):
         verified_score(session)
 
 

@@ -139,15 +139,30 @@ def build_parser() -> argparse.ArgumentParser:
         default="demo",
         help="demo: the bundled demo tasks on the demo shop; webarena: WebArena's tasks on your deployment.",
     )
-    parser.add_argument("--mode", choices=("agent", "direct"), default="agent")
+    parser.add_argument(
+        "--mode",
+        choices=("agent", "direct"),
+        default="agent",
+        help="agent: an OpenHands agent drives the browser (its LLM: --llm-*, else a scripted one); direct: "
+        "the task's scripted actions are played in BrowserEnv, no agent (V0 only) [default: %(default)s].",
+    )
     parser.add_argument(
         "--sdk",
         choices=("v0", "v1"),
         default="v0",
         help="v0: openhands-ai's BrowserEnv; v1: an openhands-sdk agent with openhands-tools' browser tool.",
     )
-    parser.add_argument("--agent-cls", default=sdk_v0.AGENT_NAME)
-    parser.add_argument("--max-iterations", type=int, default=15)
+    parser.add_argument(
+        "--agent-cls",
+        default=sdk_v0.AGENT_NAME,
+        help="The OpenHands agent class (--sdk v0, --mode agent) [default: %(default)s].",
+    )
+    parser.add_argument(
+        "--max-iterations",
+        type=int,
+        default=15,
+        help="At most this many agent steps per task [default: %(default)s].",
+    )
     parser.add_argument(
         "--num-workers",
         type=int,
@@ -306,10 +321,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         if not enabled():
             # Without the hook, OpenHands' browser process knows no demo task: it would die at gym.make
             # and BrowserEnv would wait 200 s per start attempt before giving up.
+            what = (
+                "the demo task ids exist in OpenHands' browser process only through openhands_patch"
+                if args.dataset == "demo"
+                else "capture of the WebArena episodes (and the browser set-up OpenHands' browser process "
+                "needs) runs in that process only through openhands_patch"
+            )
             sys.exit(
-                f"run_infer.py: error: set {ENABLE_VARIABLE}=true; the demo task ids exist in OpenHands' "
-                "browser process only through openhands_patch, which that variable switches on (and so "
-                "does capture, and the browser set-up that process needs)"
+                f"run_infer.py: error: set {ENABLE_VARIABLE}=true; {what}, which that variable switches on"
             )
     try:
         output = run(args, list(sys.argv[1:] if argv is None else argv))
