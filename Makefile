@@ -21,12 +21,10 @@ demo: setup-demo
 docs: setup-docs
 	.venv/bin/mkdocs build --strict
 
-# The suite runs in one pytest process while three background processes record the demo corpus
-# (23-27 min on a clean clone of an idle 2-CPU machine). `make test TEST_WORKERS=2` spreads whole test
-# modules over two pytest-xdist workers (tests/conftest.py): 17-19 min, but at its start (two workers,
-# the corpus recorders, OpenHands start-ups) the load made BrowserGym miss its fixed 500 ms action
-# timeout in three clean runs of six, each time in another episode. Three workers are no faster.
-TEST_WORKERS ?=
+# The suite runs whole test modules in two pytest-xdist workers (tests/conftest.py) while background
+# processes record the demo corpus. `make test TEST_WORKERS=` runs it in one process. No test depends on
+# BrowserGym's 500 ms action timeout: the scripted agents run BrowserGym's actions with a longer one.
+TEST_WORKERS ?= 2
 XDIST = $(if $(TEST_WORKERS),-n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder)
 
 test: setup-test
