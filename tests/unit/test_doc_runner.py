@@ -22,7 +22,7 @@ $ false
 ```console
 $ ls sessions | wc -l
 15
-$ test -d "$REPO/cdp_integration" \\
+$ test -d cdp_integration -a -z "${REPO:-}" \\
   && echo repo
 repo
 ```
@@ -48,7 +48,7 @@ def test_parse_blocks_reads_the_convention() -> None:
     ]
     assert blocks[1].commands() == [
         "ls sessions | wc -l",
-        'test -d "$REPO/cdp_integration" \\\n  && echo repo',
+        'test -d cdp_integration -a -z "${REPO:-}" \\\n  && echo repo',
     ]
 
 
