@@ -216,7 +216,7 @@ KILL_SCRIPT = textwrap.dedent("""
     environment.prepare()
     import browsergym.core, gymnasium as gym
     from cdp_integration import CDPSessionLogger
-    from cdp_integration.demo.agent import load_episodes, to_browsergym_action
+    from cdp_integration.demo.agent import load_episodes, patient_action_mapping, to_browsergym_action
     base, out, kill_after = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
     episode = next(e for e in load_episodes() if e.id == "demo.search-and-review")
     env = gym.make("browsergym/openended", task_kwargs={"start_url": base + "/"}, headless=True, slow_mo=0,
