@@ -38,7 +38,9 @@ WEIGHTS = {"bundled": 3.0, "browsergym": 1.0, "demo": 1.5}
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--episodes", type=int, default=300, help="episodes in all, shared out among the apps")
+    parser.add_argument(
+        "--episodes", type=int, default=300, help="episodes in all, shared out among the apps"
+    )
     parser.add_argument("--apps", default="", help="comma-separated app names (default: every available app)")
     parser.add_argument("--seed", default="0", help="the run's seed (each episode's is derived from it)")
     parser.add_argument("--questions", type=int, default=40, help="differential questions per episode")
@@ -92,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
                     try:
                         end = play(site, out, seed, args.questions)
                     except Exception as exc:  # the generator's own failure: reported, and the run fails
-                        failed.append(f"{name} seed {seed!r}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+                        failed.append(
+                            f"{name} seed {seed!r}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+                        )
                         print(f"{name} {seed}: COULD NOT PLAY\n{traceback.format_exc()}", flush=True)
                         continue
                     played.append(end)
@@ -106,7 +110,9 @@ def main(argv: list[str] | None = None) -> int:
                 checks += found
                 for check in found:
                     if check.verdict == "silent":
-                        print(f"  SILENT {check.label} [{check.mode}] {check.what}: {check.detail}", flush=True)
+                        print(
+                            f"  SILENT {check.label} [{check.mode}] {check.what}: {check.detail}", flush=True
+                        )
             ends += played
     print()
     print(trajectories.format_report(ends, checks))

@@ -31,10 +31,10 @@ import json
 import random
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = [
     "Agent",
@@ -304,7 +304,9 @@ class Agent:
             with contextlib.suppress(Exception):
                 fields.nth(index).fill(text, timeout=ACTION_TIMEOUT_MS)
                 typed.append(text)
-        submit = form.locator("button:not([type]), button[type=submit], input[type=submit]").locator("visible=true")
+        submit = form.locator("button:not([type]), button[type=submit], input[type=submit]").locator(
+            "visible=true"
+        )
         submit.first.click(timeout=ACTION_TIMEOUT_MS)
         return f"form #{chosen['i']} ({chosen['method']}) with {typed}"
 
@@ -342,7 +344,10 @@ class Agent:
                 done = None if _is_timeout(exc) else f"failed: {str(exc).splitlines()[0][:120]}"
             if done is None:
                 continue
-            if name not in ("new_page", "blank_link", "window_open", "switch", "close") and not acted_on.is_closed():
+            if (
+                name not in ("new_page", "blank_link", "window_open", "switch", "close")
+                and not acted_on.is_closed()
+            ):
                 self.use(acted_on)
             self._adopt_new_pages()
             self._settled(self.current)
@@ -390,7 +395,7 @@ _BIDS = r"""() => [...document.querySelectorAll('[bid]')].map((e) => ({
 class BrowserGymAgent:
     """Random behaviour through BrowserGym's high-level actions; the ground truth is ``env.unwrapped.page``."""
 
-    ACTIONS: dict[str, float] = {
+    ACTIONS: ClassVar[dict[str, float]] = {
         "bg_click_link": 3,
         "bg_click_hash": 1,
         "bg_click_push": 1,
@@ -580,7 +585,11 @@ def live_score(page: Any, config: dict[str, Any], site_url: str) -> float:
     from cdp_integration.capture.probes import build_trajectory
     from cdp_integration.webarena import skip_evaluator_sleep, use_site_urls, webarena_config_file
 
-    with use_site_urls({"SHOPPING": site_url}), webarena_config_file(config) as config_file, skip_evaluator_sleep():
+    with (
+        use_site_urls({"SHOPPING": site_url}),
+        webarena_config_file(config) as config_file,
+        skip_evaluator_sleep(),
+    ):
         evaluator = evaluator_router(config_file)
         trajectory = build_trajectory(None, stopped=False)
         return float(evaluator(trajectory=trajectory, config_file=config_file, page=page, client=None))
@@ -597,7 +606,9 @@ def _locators(survey: dict[str, Any], rng: random.Random, count: int) -> list[st
         selector = json.dumps(element["s"])
         shape = rng.choice(("outerText", "textContent", "innerText", "attribute", "count"))
         if shape == "attribute" and element["attrs"]:
-            made.append(f"document.querySelector({selector}).getAttribute({json.dumps(rng.choice(element['attrs']))})")
+            made.append(
+                f"document.querySelector({selector}).getAttribute({json.dumps(rng.choice(element['attrs']))})"
+            )
         elif shape == "count":
             made.append(f"document.querySelectorAll({json.dumps(element['tag'])}).length")
         elif shape != "attribute":
@@ -660,13 +671,18 @@ def ask_live_end(
     questions = probe._questions(page, 0, tab_id, rng, questions_per_episode)
     if marked:
         questions = [q for q in questions if not _reads_marking(q)]
-    captured_html = next((t.html for t in captured.tabs if t.tab_id == tab_id), None) if captured else None
-    watched = captured_html is not None and "shadowrootmode" not in captured_html
-    normal = _without_marking if marked else (lambda text: text)
-    moved = watched and normal(page.content()) != normal(captured_html)
+    captured_html: str = next((t.html for t in captured.tabs if t.tab_id == tab_id), "") if captured else ""
+    watched = bool(captured_html) and "shadowrootmode" not in captured_html
+
+    def changed() -> bool:
+        """The live tab no longer serializes to its captured HTML (it moved on after the capture)."""
+        live = page.content()
+        return _without_marking(live) != _without_marking(captured_html) if marked else live != captured_html
+
+    moved = watched and changed()
     first = differential._answers(page, questions)
     again = differential._answers(page, questions)
-    moved = moved or (watched and normal(page.content()) != normal(captured_html))
+    moved = moved or (watched and changed())
     asked: list[tuple[Any, Any]] = []
     for question, a, b in zip(questions, first, again, strict=True):
         if moved:
@@ -681,10 +697,16 @@ def ask_live_end(
             element["attrs"] = [a for a in element["attrs"] if a not in _MARKING_ATTRIBUTES]
     locators = _locators(survey, rng, 8)
     targets = [
-        {"url": "last", "locator": locator, "required_contents": {"exact_match": _locator_answer(page, locator)}}
+        {
+            "url": "last",
+            "locator": locator,
+            "required_contents": {"exact_match": _locator_answer(page, locator)},
+        }
         for locator in locators
     ]
-    html_config = _config(99502, "Leave the page as it is", {"eval_types": ["program_html"], "program_html": targets})
+    html_config = _config(
+        99502, "Leave the page as it is", {"eval_types": ["program_html"], "program_html": targets}
+    )
     return html_config, asked, survey, live_score(page, html_config, site_url)
 
 
@@ -708,9 +730,16 @@ def _finish(
     truth_url = truth.url
     url_config = _url_config(truth_url)
     url_live = live_score(truth, url_config, site_url)
-    others = [p.url for p in truth.context.pages if p is not truth and not p.is_closed() and p.url != truth_url]
-    other_config = _url_config(rng.choice(others)) if others else None
-    other_live = live_score(truth, other_config, site_url) if other_config else None
+    others = [
+        p.url for p in truth.context.pages if p is not truth and not p.is_closed() and p.url != truth_url
+    ]
+    rng.shuffle(others)
+    other_config: dict[str, Any] | None = None
+    other_live: float | None = None
+    for url in others:  # another tab's URL that url_match tells apart from this one's, if there is one
+        other_config, other_live = _url_config(url), live_score(truth, _url_config(url), site_url)
+        if other_live == 0.0:
+            break
     html_config, questions, _, html_live = ask_live_end(
         truth,
         logger.last_step,
@@ -901,7 +930,10 @@ def judge_episode(end: LiveEnd) -> list[Check]:
                 f"offline current tab {active.tab_id[:8] if active else None} ({active.url if active else None}, "
                 f"{final.current_tab_source}); the agent's is {end.truth_tab[:8]} ({end.truth_url})",
             )
-        scored = [("url_match", end.url_config, end.url_live), ("program_html", end.html_config, end.html_live)]
+        scored = [
+            ("url_match", end.url_config, end.url_live),
+            ("program_html", end.html_config, end.html_live),
+        ]
         if end.other_config is not None and end.other_live is not None:
             scored.append(("url_match_other", end.other_config, end.other_live))
         for what, config, live in scored:
@@ -940,7 +972,9 @@ def format_report(ends: Sequence[LiveEnd], checks: Sequence[Check]) -> str:
     """Counts per app and per behaviour (episodes, questions, equal, loud misses, not judged, silent),
     the loud misses' reasons grouped, and every silent difference with its episode's reproduction."""
     lines: list[str] = []
-    header = f"{'':<22} {'episodes':>8} {'questions':>9} {'equal':>7} {'loud':>6} {'unjudged':>8} {'silent':>6}"
+    header = (
+        f"{'':<22} {'episodes':>8} {'questions':>9} {'equal':>7} {'loud':>6} {'unjudged':>8} {'silent':>6}"
+    )
 
     def table(title: str, key: Callable[[Check], Sequence[str]], episodes: Counter[str]) -> None:
         rows: dict[str, Counter[str]] = {}
