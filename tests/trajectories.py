@@ -532,6 +532,9 @@ class LiveEnd:
     questions: list[tuple[Any, Any]]
     """Differential questions (``differential.Question``) on the ground-truth tab, with live answers."""
     errors: list[str] = field(default_factory=list)
+    moved: bool = False
+    """The live tab no longer serialized to its captured HTML when asked (it moved on by itself after the
+    capture, e.g. an animation): its answers are not judged, as in the differential checker."""
 
 
 @dataclass(frozen=True)
@@ -727,6 +730,8 @@ def _finish(
 ) -> LiveEnd:
     """Ask the live questions of the ground-truth tab ``truth``, give the session a task made of them (so
     its end probe records them), and save it."""
+    from tests.conformance import differential
+
     truth_url = truth.url
     url_config = _url_config(truth_url)
     url_live = live_score(truth, url_config, site_url)
@@ -777,6 +782,7 @@ def _finish(
         html_live=html_live,
         questions=questions,
         errors=list(errors),
+        moved=any(isinstance(answer, differential._Moved) for _, answer in questions),
     )
 
 
@@ -899,6 +905,30 @@ def miss_reason(message: str) -> str:
     return line[:140]
 
 
+def _explain(session: Any, mode: str, config: dict[str, Any]) -> str:
+    """What differs in a config scored differently offline: url_match's URL, or each program_html
+    locator whose offline answer is not the exact one read live."""
+    from cdp_integration.replay.page import MockBrowserContext
+
+    context = MockBrowserContext(session, -1, evaluation="auto" if mode == "recorded" else None)
+    try:
+        page = context.active_page
+        if config["eval"]["eval_types"] == ["url_match"]:
+            return f"url_match {config['eval']['reference_url']!r}, offline page.url {page.url!r}"
+        differing = []
+        for target in config["eval"]["program_html"]:
+            try:
+                offline = _locator_answer(page, target["locator"])
+            except Exception as exc:  # a miss, shown here, not judged
+                offline = f"<{type(exc).__name__}>"
+            live = target["required_contents"]["exact_match"]
+            if offline.strip().lower() != live.strip().lower():
+                differing.append(f"{target['locator']}: live {live[:200]!r}, offline {offline[:200]!r}")
+        return "; ".join(differing) or "every locator answers as live"
+    finally:
+        context.close()
+
+
 def judge_episode(end: LiveEnd) -> list[Check]:
     """Ask ``end``'s questions of its saved session in both capture modes (no network needed)."""
     from cdp_integration.errors import ReplayMissError
@@ -947,7 +977,8 @@ def judge_episode(end: LiveEnd) -> list[Check]:
             elif score == live:
                 add(mode, what, "equal")
             else:
-                add(mode, what, "silent", f"live {live}, offline {score}: {config['eval']}")
+                verdict = "moved" if end.moved else "silent"
+                add(mode, what, verdict, f"live {live}, offline {score}: {_explain(session, mode, config)}")
         context = MockBrowserContext(session, -1, evaluation="auto" if mode == "recorded" else None)
         try:
             page = context.active_page
@@ -1000,6 +1031,15 @@ def format_report(ends: Sequence[LiveEnd], checks: Sequence[Check]) -> str:
     lines.append("")
     lines.append(f"loud misses by reason ({sum(reasons.values())}):")
     lines += [f"  {count:>6}  {reason}" for reason, count in reasons.most_common()]
+    moved = [
+        c
+        for c in checks
+        if c.verdict == "moved" and c.what in ("url_match", "url_match_other", "program_html")
+    ]
+    if moved:
+        lines.append("")
+        lines.append(f"{len(moved)} official score(s) not judged (the live tab moved on after its capture):")
+        lines += [f"  {c.app} {c.label} [{c.mode}] {c.what}: {c.detail[:600]}" for c in moved]
     silent = [c for c in checks if c.verdict == "silent"]
     lines.append("")
     lines.append(f"{len(silent)} silent difference(s)")
