@@ -253,9 +253,10 @@ class Agent:
             return None
         page = self.rng.choice(self.recency)
         where = f"tab {self.context.pages.index(page)} ({page.url})"
+        was_current = page is self.current
         self.recency.remove(page)
         page.close()
-        return where + (" (the current one)" if page is not self.current else "")
+        return where + (" (the current one)" if was_current else "")
 
     def back(self) -> str | None:
         response = self.current.go_back()
