@@ -93,9 +93,18 @@ test-conformance: setup-test
 # the session; prints questions / equal / loud misses / silent differences per app and every silent
 # difference, then scores the sessions with `cdp-session eval` forward, reversed and shuffled. Exit 1 on any
 # silent difference or order-dependent score. FIDELITY_ARGS="--apps trac --seed 3" narrows or varies it.
+# Then generated trajectories (tests/trajectories.py): 300 seeded random episodes (tabs opened, switched
+# and closed, history, routes, forms, iframes; plain pages and a BrowserGym env) over the bundled trajectory
+# site, the demo shop and the conformance apps, scored live on the agent's current tab and offline from
+# each session (recorded and reconstructed); counts per app and behaviour. TRAJECTORY_ARGS="--seed 7".
+# Both always run; exit 1 if either finds a silent difference.
 FIDELITY_ARGS ?=
+TRAJECTORY_ARGS ?=
 check-fidelity: setup-test
-	.venv/bin/python scripts/differential_check.py $(FIDELITY_ARGS)
+	@status=0; \
+	.venv/bin/python scripts/differential_check.py $(FIDELITY_ARGS) || status=1; \
+	.venv/bin/python scripts/trajectory_check.py $(TRAJECTORY_ARGS) || status=1; \
+	exit $$status
 
 # A plain-pip install of the built wheel in a fresh venv scores the golden sessions (needs PyPI).
 check-wheel:
