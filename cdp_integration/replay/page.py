@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime
+import html as html_lib
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -87,6 +88,21 @@ def _loads_document(exchange: NetworkExchange, tab: TabState) -> bool:
 
 def _same_document(a: str, b: str) -> bool:
     return urldefrag(a)[0] == urldefrag(b)[0]
+
+
+_TITLE = re.compile(r"<title\b[^>]*>(.*?)</title\s*>", re.IGNORECASE | re.DOTALL)
+_ASCII_SPACE = re.compile(r"[\t\n\f\r ]+")
+
+
+def _document_title(html: str) -> str | None:
+    """``document.title`` of a captured document: its first ``<title>``'s text, ASCII whitespace
+    stripped and collapsed, as the DOM has it (a script's ``document.title = ...`` rewrites that
+    element; the browser's tab record of the title lags it). None: no HTML title element to read (none,
+    or an SVG one first)."""
+    found = _TITLE.search(html)
+    if found is None or "<svg" in html[: found.start()].lower():
+        return None
+    return _ASCII_SPACE.sub(" ", html_lib.unescape(found.group(1))).strip(" ")
 
 
 def _same_fresh_load(captured: str, url: str, scripted: str | None) -> bool:
@@ -768,9 +784,12 @@ class MockPage(Page):
         hints = self._context.miss_hints(self._url, known)
         if any(_same_document(url, self._url) for url in known):
             # the URL is known (a tab, a recorded call) but no capture of it can answer: say why, not the URL
+            has_content = any(
+                _same_document(tab.url, self._url) and tab.html is not None for tab in self._context.step.tabs
+            )
             page = (
                 "a captured page at this URL cannot answer"
-                if hints
+                if hints and has_content
                 else "no captured page at this URL (the recording holds its URL, not its content)"
             )
             others = [url for url in known if not _same_document(url, self._url)]
@@ -833,7 +852,8 @@ class MockPage(Page):
         if self._tab is not None and _same_document(self._tab.url, self._url):
             if self._tab.html is not None and "<title" not in self._tab.html.lower():
                 return ""  # no <title>: document.title is ""; the captured target title is the URL then
-            return self._tab.title
+            in_dom = _document_title(self._tab.html) if self._tab.html is not None else None
+            return self._tab.title if in_dom is None else in_dom
         with self._question("title()"):
             return str(self._offline_page("title", None).title())
 
