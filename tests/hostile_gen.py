@@ -1006,7 +1006,7 @@ def config_cases() -> Iterator[Case]:
 
 _URLS = (
     *_cli("eval", "site_urls", "ray_address", "sessions_location"), *_cli("import", "site_urls"),
-    *_cli("record", "site_urls", "endpoint", "output"),
+    *_cli("record", "site_urls", "endpoint", "output"), *_cli("export-verified", "site_urls"),
 )  # fmt: skip
 HOSTILE_URLS = (
     "http://[::1", "http://ex\u2100ample", "http://h\uff0fx", "http://admin:hunter2@127.0.0.1:1\x1b]52;c;eA==\x07",
@@ -1027,6 +1027,7 @@ def url_cases() -> Iterator[Case]:
             ["eval", d, "--backend", "ray", "--ray-address", url.removeprefix("http://"), "-o", out],
             ["eval", url, "-o", out, "--no-progress"],
             ["import", "browser-use", str(history), "--site-url", f"shopping={url}", "-o", out],
+            ["export-verified", d, "--site-url", f"shopping={url}", "-o", out],
             ["record", "--cdp", url, "-o", str(place.root / "rec")],
             [
                 "record",

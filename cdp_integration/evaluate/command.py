@@ -549,8 +549,7 @@ def compare_command(
 def _some_episodes(run: Run, path: Path) -> Run:
     """``run``, which must hold at least one session's result: a file of no results is no run."""
     if not run.episodes:
-        unreadable = f" ({plural(run.unreadable_lines, 'line')} not JSON)" if run.unreadable_lines else ""
-        raise EvaluationError(f"{path}: holds no session's result{unreadable}: not a run of cdp-session eval")
+        raise EvaluationError(f"{path}: holds no session's result: not a run of cdp-session eval")
     return run
 
 

@@ -253,4 +253,4 @@ def test_the_title_of_a_page_without_a_title_element_is_empty() -> None:
     assert blank.title() == ""
     titled_html = LOADED.replace("<head>", "<head><title>Rivers</title>")
     with_title = _context(_step(0, [("T0", URL, titled_html)]))
-    assert with_title.pages[0].title() == "t"
+    assert with_title.pages[0].title() == "Rivers"  # document.title: the DOM's <title>, not the tab record

@@ -17,6 +17,7 @@ import contextlib
 import gzip
 import os
 import random
+import re
 import tempfile
 from pathlib import Path
 
@@ -69,7 +70,9 @@ def _check(case: Case, args: list[str], place: Place, outside_before: dict[str, 
     assert run.seconds < wall_bound(), f"{where}: {run.seconds:.1f} s"
     lenient = case.may_succeed or args[0] == "eval"
     if args[0] == "eval" and run.returncode == 1:  # the run finished; some session could not be scored
-        assert "could not be scored" in run.stderr, f"{where}:\n{run.stderr[-3000:]}"
+        assert re.search(r"could not be scored|could be scored", run.stderr), (
+            f"{where}:\n{run.stderr[-3000:]}"
+        )
     elif run.returncode != 0 or not lenient:
         lines = run.stderr.splitlines()
         assert run.returncode == 2, f"{where}: exit {run.returncode}\n{run.stderr[-3000:]}"
