@@ -319,7 +319,7 @@ def test_run_infer_agent_loop_then_eval_infer(tmp_path: Path) -> None:
     assert line["history"][-1]["action"] == "finish"
     assert line["test_result"]["rewards"] == [0.0, 0.0, 1.0] and line["test_result"]["reward"] == 1.0
     session = load_session(output / line["test_result"]["session"])
-    assert [step.trigger for step in session.steps] == ["reset"] + ["action"] * len(captured.actions)
+    assert [step.trigger for step in session.steps] == ["reset", "action", "action", "action"]
 
     scored = subprocess.run(
         [sys.executable, str(scripts / "eval_infer.py"), str(output), "--no-progress"],
