@@ -204,6 +204,7 @@ class TabTracker:
         tab = Tab(page=page, cdp=cdp, tab_id=tab_id, traffic=self.traffic)
         self.network.listen(cdp, tab_id, lambda: tab.traffic)
         cdp.on("Page.frameNavigated", lambda event: self._navigated(tab, event))
+        self._follow_bring_to_front(page)
         cdp.send("Network.enable", _NETWORK_BUFFERS)
         self.tabs[page] = tab
         with as_fault(self.faults, "settling", tab_id):
@@ -214,6 +215,22 @@ class TabTracker:
             version = cdp.send("Browser.getVersion")
             self.browser_version = version.get("product")
             self.user_agent = version.get("userAgent")
+
+    def _follow_bring_to_front(self, page: Any) -> None:
+        """An agent that brings a tab to the front has switched to it (headless Chromium fires no focus
+        event for it): noted when the agent calls ``bring_to_front`` on the page object it holds."""
+        original = getattr(page, "bring_to_front", None)
+        if original is None or getattr(original, "_cdp_follows", False):
+            return
+
+        def bring_to_front() -> None:
+            original()
+            if self.traffic == "agent":
+                self.note(page, "acted")
+
+        bring_to_front._cdp_follows = True  # type: ignore[attr-defined]
+        with contextlib.suppress(Exception):  # a page object that takes no attributes: focus events only
+            page.bring_to_front = bring_to_front
 
     def _navigated(self, tab: Tab, event: Any) -> None:
         """A new document in a tab's main frame. Same-document changes (``navigatedWithinDocument``) do
@@ -308,7 +325,9 @@ class TabTracker:
         chosen_key: tuple[float, int] | None = None
         source: CurrentTabSource = "unknown"
         for order, tab in enumerate(agent):
-            at, how = self.activity.get(tab.page, (None, "unknown"))
+            noted = self.activity.get(tab.page)
+            at: float | None = noted[0] if noted else None
+            how: CurrentTabSource = noted[1] if noted else "unknown"
             acted = self._last_acted(tab)
             if acted is not None and (at is None or acted > at):
                 at, how = acted, "acted"
