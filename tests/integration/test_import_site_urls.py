@@ -128,7 +128,7 @@ def test_raw_configs_score_imported_traces_as_live(tmp_path: Path, monkeypatch: 
     assert "site_urls" not in load_session(tmp_path / "bare" / "10018.session.jsonl.gz").task
     failed = runner.invoke(cli, ["eval", str(tmp_path / "bare"), "-o", str(tmp_path / "bare-eval")])
     assert failed.exit_code == 1, failed.output  # the run finished; no session could be scored
-    assert "2 sessions of 2 could not be scored" in failed.output
+    assert "none of its 2 sessions could be scored" in failed.output
     assert len(_scores(tmp_path / "bare-eval")) == 2
     assert all(
         score is None and error is not None and "no SHOPPING URL is known" in error
