@@ -125,7 +125,7 @@ class StateReader:
         if "settling" in fields:
             fields["settling"] = self._settling_through(tab, fields["settling"], faults)
         if "form_state" in fields:
-            fields["form_state"], restored = fields["form_state"]
+            fields["form_state"], restored, fields["pseudo_classes"] = fields["form_state"]
             if restored:
                 with as_fault(faults, "form_state", tab.tab_id):
                     _unmark(fields, restored)

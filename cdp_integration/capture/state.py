@@ -12,7 +12,14 @@ from urllib.parse import urlsplit
 
 from cdp_integration.capture.html import IncrementalHtml, read_full_html
 from cdp_integration.errors import CaptureError
-from cdp_integration.session.models import Cookie, CSSOMStyle, FormControlState, FrameState, Settling
+from cdp_integration.session.models import (
+    Cookie,
+    CSSOMStyle,
+    FormControlState,
+    FrameState,
+    PseudoClassState,
+    Settling,
+)
 
 __all__ = [
     "read_accessibility_tree",
@@ -235,7 +242,8 @@ def read_cssom_styles(
 _ATTRIBUTES = """
   const attributes = (el) => ({value: el.getAttribute("value"), checked: el.hasAttribute("checked")});
   const marks = (el) => "value" in el || "checked" in el || el.localName.includes("-");
-  const each = (root, visit, path = [], frame = "") => {
+  const each = (root, visit, path = [], frame = "", enter = null) => {
+    if (enter) enter(root);
     const all = root.querySelectorAll("*");
     for (let i = 0; i < all.length; i++) {
       const el = all[i];
@@ -243,15 +251,16 @@ _ATTRIBUTES = """
       if (el.localName === "iframe" || el.localName === "frame") {
         let inner = null;
         try { inner = el.contentDocument; } catch (e) { inner = null; }
-        if (inner && inner.documentElement) each(inner, visit, path.concat(i), inner.URL);
-      } else if (el.shadowRoot) each(el.shadowRoot, visit, path.concat(i), frame);
+        if (inner && inner.documentElement) each(inner, visit, path.concat(i), inner.URL, enter);
+      } else if (el.shadowRoot) each(el.shadowRoot, visit, path.concat(i), frame, enter);
     }
   };
 """
 """Shared by the scripts below: an element's ``value``/``checked`` attributes, whether BrowserGym's
 marking may overwrite them (it writes ``.value`` and ``.checked`` of every element that has them;
 custom elements' own properties are invisible in the isolated world, so they count too), and the walk
-over the document, open shadow roots and same-origin frames in ``querySelectorAll("*")`` order."""
+over the document, open shadow roots and same-origin frames in ``querySelectorAll("*")`` order
+(``enter``, if given, is called with each root before its elements)."""
 
 _MARKING_STORE = "globalThis.__cdpMarkedAttributes"
 """Per element of the document (a ``WeakMap`` in the isolated world, which page scripts and BrowserGym
@@ -340,8 +349,16 @@ _FORM_STATE = (
       }, state));
     }
   };
+  const pseudo = [], flagged = new Set();
+  const userAction = ["hover", "active", "focus", "focus-within", "focus-visible"];
+  const enter = (root) => {
+    for (const el of root.querySelectorAll(":hover, :active, :focus-within")) flagged.add(el);
+  };
   each(document, (el, path, frame) => {
     const tag = el.localName;
+    if (flagged.has(el) && pseudo.length < 256) {
+      pseudo.push({path, frame, tag, classes: userAction.filter((name) => el.matches(":" + name))});
+    }
     const put = original(el);
     if (put) restored.push(Object.assign({
       bid: el.getAttribute("bid"), frame, tag, type: tag === "input" ? el.type : "",
@@ -349,14 +366,15 @@ _FORM_STATE = (
       autocomplete: el.getAttribute("autocomplete") || "",
     }, put));
     if (tag === "input" || tag === "textarea" || tag === "select") record(el, tag, path, frame, put);
-  });
-  return {controls: out, restored};
+  }, [], "", enter);
+  return {controls: out, restored, pseudo};
 })()"""
 )
-"""Controls whose state differs from the page's own default, and (on a page BrowserGym marked, see
+"""Controls whose state differs from the page's own default, (on a page BrowserGym marked, see
 ``remember_marked_attributes``) the attributes to put back where its marking overwrote the page's:
-``{bid, frame, tag, type, name, id, autocomplete, value?, checked?}``. A control's default is then
-reckoned from the page's attribute."""
+``{bid, frame, tag, type, name, id, autocomplete, value?, checked?}`` (a control's default is then
+reckoned from the page's attribute), and the elements matching user-action pseudo-classes (the chain
+under the pointer, the focused element's; at most 256)."""
 
 
 def read_form_state(
@@ -375,16 +393,20 @@ def read_form_state(
 
 def read_form(
     cdp: Any, tree: dict[str, Any] | None = None, worlds: dict[str, int] | None = None
-) -> tuple[list[FormControlState], list[dict[str, Any]]]:
-    """``read_form_state``, and the attributes BrowserGym's marking overwrote that the HTML must get
-    back (``{"bid", "frame", "tag", ..., "value"?, "checked"?}``; see ``remember_marked_attributes``).
+) -> tuple[list[FormControlState], list[dict[str, Any]], list[PseudoClassState]]:
+    """``read_form_state``, the attributes BrowserGym's marking overwrote that the HTML must get
+    back (``{"bid", "frame", "tag", ..., "value"?, "checked"?}``; see ``remember_marked_attributes``),
+    and the elements the pointer and the focus left in ``:hover``/``:focus-within``/... states.
 
     On a marked page a control's default is its attribute as the page had it, so what the agent typed
     is form state even though BrowserGym copied it into the ``value`` attribute.
     """
     found = _evaluate_isolated(cdp, _FORM_STATE, "form state", tree, worlds) or {}
     controls = [FormControlState.model_validate(item) for item in found.get("controls") or []]
-    return controls, list(found.get("restored") or [])
+    pseudo = [
+        PseudoClassState.model_validate(item) for item in found.get("pseudo") or [] if item.get("classes")
+    ]
+    return controls, list(found.get("restored") or []), pseudo
 
 
 SETTLING_WORLD_SCRIPT = """(() => {

@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import functools
 import html as html_module
+import json
 import os
 import re
 import signal
@@ -88,6 +89,9 @@ class ReplayDocument:
     marked_attributes: tuple[Mapping[str, Any], ...] = ()
     """The ``value``/``checked`` attributes BrowserGym's marking wrote (``MarkedAttributes`` dumps),
     set after the form state: only for the page as the agent left it, never for a fresh load."""
+    pseudo_classes: tuple[Mapping[str, Any], ...] = ()
+    """Elements left in ``:hover``/``:focus-within``/... states (``PseudoClassState`` dumps), forced
+    after load: only for the page as the agent left it, never for a fresh load."""
 
     @functools.cached_property
     def scripted(self) -> str | None:
@@ -141,6 +145,8 @@ class _Shown:
     """Later top-frame navigations other than a stored meta refresh (a question clicked a link, ...)."""
     origins: set[str] = field(default_factory=set)
     """Origins of the documents served to it (what the wipe at ``release`` clears)."""
+    pseudo_cdp: Any = None
+    """The CDP session whose CSS agent holds the forced pseudo-classes (they last as long as it does)."""
 
 
 def question_seconds() -> int:
@@ -312,6 +318,12 @@ class OfflineBrowser:
         if document.marked_attributes:
             with self.limit(f"restoring BrowserGym's marked attributes of {document.url}"):
                 _apply_marked_attributes(page, document)
+        if document.pseudo_classes:
+            with self.limit(f"restoring where the pointer and the focus were on {document.url}"):
+                shown = self._shown.get(page)
+                cdp = _apply_pseudo_classes(page, document)
+                if shown is not None:
+                    shown.pseudo_cdp = cdp
         if document.local_storage or document.session_storage:
             page.evaluate(
                 """([local, session]) => {
@@ -703,6 +715,96 @@ def _mark_argument(mark: Mapping[str, Any]) -> dict[str, Any]:
         "checked": checked if isinstance(checked, bool) else None,
         **{name: at if type(at) is int and 0 <= at < 1_000_000 else None for name, at in places.items()},
     }
+
+
+_LOCATE_ELEMENTS = """(items) => {
+  const bare = (url) => url.split("#")[0];
+  return items.map((c) => {
+    let root = document, el = null;
+    for (let depth = 0; depth < c.path.length; depth++) {
+      if (depth > 0) {
+        const framed = el && (el.localName === "iframe" || el.localName === "frame");
+        let next = null;
+        try { next = el && (framed ? el.contentDocument : el.shadowRoot); } catch (e) { next = null; }
+        if (!next) return null;
+        root = next;
+      }
+      el = root.querySelectorAll("*")[c.path[depth]] || null;
+    }
+    const doc = root.ownerDocument || root;
+    if (!el || el.localName !== c.tag || (c.frame && bare(doc.URL) !== bare(c.frame))) return null;
+    return el;
+  });
+}"""
+"""The elements at the given paths (``FormControlState.path`` addressing), null where the re-parsed
+page has no element of the recorded tag there."""
+
+_PSEUDO_CLASSES = frozenset({"hover", "active", "focus", "focus-within", "focus-visible"})
+
+
+def _apply_pseudo_classes(page: Any, document: ReplayDocument) -> Any:
+    """Force the user-action pseudo-classes the live page had (the chain under the pointer, the focused
+    element's) on the same elements, through the CSS agent of a CDP session that stays attached as long
+    as the page: CSS that shows a menu on ``:hover`` shows it here too. An element not found makes the
+    page a loud miss, as for the form state. Returns the CDP session."""
+    items = []
+    for entry in document.pseudo_classes:
+        path = entry.get("path")
+        classes = entry.get("classes")
+        if not isinstance(path, list) or not all(type(i) is int and 0 <= i < 10_000_000 for i in path):
+            continue
+        if not path or len(path) > 64 or not isinstance(classes, list):
+            continue
+        items.append(
+            {
+                "path": path,
+                "tag": str(entry.get("tag", "")),
+                "frame": str(entry.get("frame", "")),
+                "classes": sorted({c for c in classes if c in _PSEUDO_CLASSES}),
+            }
+        )
+    items = [item for item in items if item["classes"]][:256]
+    if any(item["frame"] for item in items):
+        page.wait_for_load_state("load")  # the frames' documents are in place
+    cdp = page.context.new_cdp_session(page)
+    # The records are data: JSON is a JavaScript literal, and the script never evaluates their text.
+    found = cdp.send(
+        "Runtime.evaluate",
+        {"expression": f"({_LOCATE_ELEMENTS})({json.dumps(items)})", "returnByValue": False},
+    )
+    if "exceptionDetails" in found or "objectId" not in found.get("result", {}):
+        raise ReplayMissError(f"{document.url}: where the pointer and the focus were cannot be restored")
+    listed = cdp.send(
+        "Runtime.getProperties", {"objectId": found["result"]["objectId"], "ownProperties": True}
+    )
+    objects: dict[int, str] = {}
+    for prop in listed.get("result", []):
+        value = prop.get("value") or {}
+        if prop.get("name", "").isdigit() and value.get("subtype") == "node" and "objectId" in value:
+            objects[int(prop["name"])] = value["objectId"]
+    missing = [item for index, item in enumerate(items) if index not in objects]
+    if missing:
+        raise ReplayMissError(
+            f"{document.url}: the page was captured with <{missing[0]['tag']}> elements under the pointer or "
+            "focused that the re-parsed page does not have at their place, so what CSS shows on :hover or "
+            ":focus cannot be answered as live"
+        )
+    cdp.send("DOM.enable")
+    cdp.send("DOM.getDocument", {"depth": 0})
+    cdp.send("CSS.enable")
+    for index, item in enumerate(items):
+        node = cdp.send("DOM.requestNode", {"objectId": objects[index]})["nodeId"]
+        cdp.send("CSS.forcePseudoState", {"nodeId": node, "forcedPseudoClasses": item["classes"]})
+    for index, item in enumerate(items):  # outer documents first: an iframe, then what it holds
+        if "focus" in item["classes"]:  # document.activeElement too, not only what CSS sees
+            cdp.send(
+                "Runtime.callFunctionOn",
+                {
+                    "objectId": objects[index],
+                    "functionDeclaration": "function () { this.focus({preventScroll: true}); }",
+                },
+            )
+    return cdp
 
 
 def _control_name(control: Mapping[str, Any]) -> str:

@@ -342,6 +342,7 @@ class MockBrowserContext(BrowserContext):
             cssom_styles=tuple(style.model_dump() for style in tab.cssom_styles),
             form_state=tuple(control.model_dump() for control in tab.form_state) if as_left else (),
             marked_attributes=tuple(mark.model_dump() for mark in tab.marked_attributes) if as_left else (),
+            pseudo_classes=tuple(state.model_dump() for state in tab.pseudo_classes) if as_left else (),
         )
 
     def scripted(self, tab: TabState) -> str | None:

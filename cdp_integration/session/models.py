@@ -27,6 +27,7 @@ __all__ = [
     "MarkedAttributes",
     "NetworkExchange",
     "PageResource",
+    "PseudoClassState",
     "RequestInfo",
     "ResponseInfo",
     "SessionEnd",
@@ -41,7 +42,7 @@ FORMAT_VERSION = 3
 """Bumped on any change a reader of the previous version could misread. 2: chunked HTML and DOM
 snapshots (blob ``kind``), captured stylesheets (``Step.resources``). 3: form state
 (``TabState.form_state``); later, additively, ``TabState.marked_attributes``, ``TabState.settling`` and
-``Step.current_tab_source`` (a file without them reads as before; a reader that predates it refuses the field, never misreads it). Formats 1 and 2 still read."""
+``Step.current_tab_source``, ``TabState.pseudo_classes`` (a file without them reads as before; a reader that predates it refuses the field, never misreads it). Formats 1 and 2 still read."""
 
 TrafficOrigin = Literal["agent", "evaluator"]
 """Who caused a request: the agent's episode, or the live evaluator's own tabs during ``validate()``."""
@@ -140,6 +141,26 @@ class FormControlState(_Record):
     """Selects: indexes (into ``select.options``) of the selected options."""
     selected_text: list[str] = []
     """The selected options' labels, for display."""
+
+
+UserActionPseudoClass = Literal["hover", "active", "focus", "focus-within", "focus-visible"]
+"""The dynamic pseudo-classes that follow the mouse and the focus rather than the document."""
+
+
+class PseudoClassState(_Record):
+    """One element that matched user-action pseudo-classes when the tab was captured (the chain under
+    the mouse pointer, the focused element and its ancestors).
+
+    The page's CSS may show or hide content on ``:hover`` or ``:focus-within`` (menus, page tools), and
+    ``innerText``, visibility and layout follow: the page as the agent left it answers with the pointer
+    where the agent left it. Replayed on that page only (forced through CDP), never on a fresh load.
+    ``path``, ``frame`` and ``tag`` address the element as ``FormControlState``'s do.
+    """
+
+    path: list[int]
+    tag: str = ""
+    frame: str = ""
+    classes: list[UserActionPseudoClass]
 
 
 class MarkedAttributes(_Record):
@@ -249,6 +270,9 @@ class TabState(_Record):
     page's own (in ``html``) differ; replayed on the page as the agent left it, never on a fresh load."""
     settling: Settling | None = None
     """Whether the document was still changing by itself; None in sessions of earlier versions."""
+    pseudo_classes: list[PseudoClassState] = []
+    """Elements matching ``:hover``, ``:active``, ``:focus``, ``:focus-within`` or ``:focus-visible`` in the
+    tab's document, its open shadow roots and same-origin frames; empty in sessions of earlier versions."""
 
 
 class RequestInfo(_Record):
