@@ -1,7 +1,7 @@
 # The two commands of the README: `make demo` and `make test`. Each sets up what its job needs first
 # (scripts/setup.sh core|test|docs|conformance): `make demo` installs no test tool and no conformance app.
 .PHONY: test-fresh-machine setup setup-demo setup-test setup-docs setup-conformance demo test docs test-webarena test-imports trace-corpus test-agentlab test-browser-use \
-	test-conformance test-faults check-fidelity check-wheel bench bench-webarena bench-ray test-ray lint
+	test-conformance test-faults test-openhands test-hostile check-fidelity check-wheel bench bench-webarena bench-ray test-ray lint
 
 setup:
 	@scripts/setup.sh all
@@ -51,11 +51,13 @@ test-webarena: setup-test
 
 # Imports of other tools' recordings at full size: Playwright traces of every demo task (the corpus
 # traces them all), a real AgentLab study (AgentLab 0.4.2 in .cache/agentlab, see scripts/agentlab.sh),
-# and 12 browser-use histories (`make test` imports 6: each run costs ~20 s).
+# and 12 browser-use histories (`make test` imports 6: each run costs ~20 s); the whole corpus as a dataset
+# (export-dataset, load_dataset, import dataset, eval: every row scores as live, no secret in the folder).
 test-imports: setup-test
 	scripts/agentlab.sh
 	CDP_TEST_IMPORTS_FULL=1 CDP_TEST_AGENTLAB=1 .venv/bin/python -m pytest -q --durations=10 -s \
-		tests/integration/test_imports.py tests/integration/test_import_agentlab.py
+		tests/integration/test_imports.py tests/integration/test_import_agentlab.py \
+		tests/integration/test_dataset_roundtrip.py
 	CDP_TEST_IMPORTS_FULL=1 .venv/bin/python -m pytest -q --durations=10 -s tests/integration/test_browser_use.py \
 		-k "imported_histories or offline_score"
 
@@ -83,6 +85,19 @@ test-browser-use: setup
 # episodes with CDP errors, closed, crashed, hung and navigated tabs, a full disk, and two SIGKILLs.
 test-faults: setup-test
 	CDP_TEST_FAULTS=all .venv/bin/python -m pytest -q --durations=10 -s tests/integration/test_fault_injection.py
+
+# OpenHands at full length: V0's whole agent loop (run_infer.py then eval_infer.py on its output; `make test`
+# plays it through the OpenHands guide's example), a BrowserEnv episode with WEBARENA_CDP_LOGGING unset
+# (nothing written), and run_infer --sdk v1 against a model behind an OpenAI-compatible endpoint.
+test-openhands: setup-test
+	CDP_TEST_OPENHANDS_FULL=1 .venv/bin/python -m pytest -q --durations=10 tests/integration/test_openhands.py \
+		tests/integration/test_openhands_v1.py tests/integration/test_v1_real_model.py
+
+# Hostile input at full size: the generated cases of every input surface with three seeds (make test: one),
+# and the loaders' property tests with four times make test's case counts.
+test-hostile: setup-test
+	CDP_HOSTILE_FULL=1 .venv/bin/python -m pytest -q --durations=10 -n $(or $(TEST_WORKERS),1) \
+		tests/unit/test_hostile_generator.py tests/unit/test_fuzz_loader.py
 
 # The conformance suite on its four real applications with every task, the opt-in ones too (issue 19).
 test-conformance: setup-test

@@ -10,6 +10,7 @@ originals (cookie values, passwords, tokens) is in any file of the folder.
 
 from __future__ import annotations
 
+import os
 import shutil
 import zlib
 from pathlib import Path
@@ -24,7 +25,12 @@ from cdp_integration.session.store import Session, load_session
 from tests.unit.test_dataset import _load_dataset, _scores
 from tests.unit.test_redact import original_secrets
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(  # make test checks each step on the canary session (tests/unit/test_redaction_canaries.py)
+        os.environ.get("CDP_TEST_IMPORTS_FULL") != "1", reason="make test-imports (CDP_TEST_IMPORTS_FULL=1)"
+    ),
+]
 
 
 def _evaluator_signs_in(session: Session) -> bool:

@@ -22,7 +22,14 @@ import pytest
 from tests.integration.chat_model import ChatModel, Step
 from tests.integration.test_openhands import MARKER, wait_for_no_marked_processes
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.timeout(1200),
+    pytest.mark.skipif(  # make test runs run_infer --sdk v1 with the scripted model (test_openhands_v1.py)
+        os.environ.get("CDP_TEST_OPENHANDS_FULL") != "1",
+        reason="make test-openhands (CDP_TEST_OPENHANDS_FULL=1)",
+    ),
+]
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "evaluation" / "benchmarks" / "webarena"
