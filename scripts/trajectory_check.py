@@ -2,14 +2,15 @@
 
 Plays seeded random episodes (``tests/trajectories.py``: tabs opened every way, switched and closed,
 back/forward/reload, hash and pushState routes, POST-redirect-GET, unsaved forms, an iframe's form) on the
-bundled trajectory site (plain pages and a BrowserGym env), the demo shop and every available conformance
+bundled trajectory site (plain pages, a BrowserGym env, and a Chromium the logger follows by its
+DevTools endpoint only), the demo shop and every available conformance
 app. At each episode's end the official evaluator scores url_match and program_html live on the agent's
 current tab, and the differential checker's questions are asked there; with the app stopped, the same
 are asked of the session with its recorded probe and reconstructed. Prints per app and per behaviour:
 episodes, questions, equal, loud misses (reasons grouped), silent differences (each, with the episode's
 seed and behaviours).
 
-    .venv/bin/python scripts/trajectory_check.py [--episodes 300] [--apps bundled,browsergym,demo,trac]
+    .venv/bin/python scripts/trajectory_check.py [--episodes 300] [--apps bundled,browsergym,cdp_attach,demo,trac]
         [--seed 0] [--questions 40] [--keep DIR]
 
 Exit status: 0 with no silent difference, 1 with any (or an episode that could not be played), 2 on
@@ -32,7 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-WEIGHTS = {"bundled": 3.0, "browsergym": 1.0, "demo": 1.5}
+WEIGHTS = {"bundled": 3.0, "browsergym": 1.0, "cdp_attach": 1.0, "demo": 1.5}
 """Each app's share of the episodes (a conformance app: 1)."""
 
 
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     from tests.conformance import sources
 
     conformance = {source.name: source for source in sources.conformance_sources()}
-    known = ["bundled", "browsergym", "demo", *conformance]
+    known = ["bundled", "browsergym", "cdp_attach", "demo", *conformance]
     wanted = [name for name in args.apps.split(",") if name] or known
     unknown = [name for name in wanted if name not in known]
     if unknown:
@@ -145,6 +146,16 @@ def _site(name: str, conformance: dict[str, Any], workdir: Path) -> Iterator[tup
                 trajectories.Site(name, base, bundled=True, start="/"),
                 lambda site, out, seed, questions: trajectories.play_browsergym_episode(
                     site.url, out, seed=seed, questions_per_episode=questions
+                ),
+            )
+        return
+    if name == "cdp_attach":
+        playwright = browsergym.core._get_global_playwright()
+        with bundled_site() as base:
+            yield (
+                trajectories.Site(name, base, bundled=True, start="/"),
+                lambda site, out, seed, questions: trajectories.play_cdp_attach_episode(
+                    playwright, site, out, seed=seed, questions_per_episode=questions
                 ),
             )
         return

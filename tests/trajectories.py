@@ -836,6 +836,59 @@ def play_episode(
         context.close()
 
 
+def play_cdp_attach_episode(
+    playwright: Any,
+    site: Site,
+    out: Path,
+    *,
+    seed: str,
+    actions: int | None = None,
+    questions_per_episode: int = 40,
+    first: str | None = None,
+) -> LiveEnd:
+    """One generated episode in a Chromium of its own that the agent drives over its own Playwright
+    connection (``connect_over_cdp``) and the logger follows by its DevTools endpoint only
+    (``attach_to_cdp``): no page object is shared, so the current tab is what the browser shows."""
+    from cdp_integration import CDPSessionLogger
+    from cdp_integration.capture.cdp_attach import ChromiumProcess
+
+    rng = random.Random(seed)
+    label = f"cdp_attach.{re.sub(r'[^A-Za-z0-9]+', '-', seed)}"
+    with ChromiumProcess() as chromium:
+        browser = playwright.chromium.connect_over_cdp(chromium.endpoint)
+        try:
+            context = browser.contexts[0] if browser.contexts else browser.new_context()
+            page = context.pages[0] if context.pages else context.new_page()
+            if site.sign_in is not None:
+                site.sign_in(page)
+            page.goto(site.url + site.start)
+            agent = Agent(context, site, rng, page)
+            agent._settled(page)
+            logger = CDPSessionLogger(out, instance_id=label, task={"site_urls": {"shopping": site.url}})
+            logger.attach_to_cdp(chromium.endpoint)
+            try:
+                logger.capture_state_snapshot("start")
+                for number in range(actions if actions is not None else rng.randint(4, 9)):
+                    name = agent.step(first if number == 0 else None)
+                    logger.capture_state_snapshot(name, action=agent.log[-1][:500])
+                return _finish(
+                    logger,
+                    agent.current,
+                    app="cdp_attach",
+                    label=label,
+                    seed=seed,
+                    site_url=site.url,
+                    behaviours=agent.behaviours,
+                    log=agent.log,
+                    rng=rng,
+                    questions_per_episode=questions_per_episode,
+                )
+            finally:
+                logger.detach()
+        finally:
+            browser.close()
+
+
 def play_browsergym_episode(
     base_url: str,
     out: Path,
