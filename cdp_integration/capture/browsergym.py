@@ -43,9 +43,12 @@ def attach_to_env(logger: CDPSessionLogger, env: Any, *, auto_capture: bool) -> 
         return
     original_reset, original_step = core.reset, core.step
     reuse = logger.options.reuse_observation_dom
+    heard = [len(chat_messages(core))]
+    """How many chat messages were there at the last capture: a step holds those since."""
 
     def reset(*args: Any, **kwargs: Any) -> Any:
         result = original_reset(*args, **kwargs)
+        heard[0] = len(chat_messages(core))
         logger.attach_to_page(core.page)
         logger.task.update(
             {"env_id": getattr(env.spec, "id", None) if env.spec else None, "goal": goal_text(core)}
@@ -57,11 +60,19 @@ def attach_to_env(logger: CDPSessionLogger, env: Any, *, auto_capture: bool) -> 
     def step(action: str, *args: Any, **kwargs: Any) -> Any:
         result = original_step(action, *args, **kwargs)
         reward = result[1] if isinstance(result, tuple) and len(result) > 1 else None
+        messages = chat_messages(core)
+        said, heard[0] = messages[heard[0] :], len(messages)
         logger.capture_state_snapshot(
             "action",
             action=action,
             reward=float(reward) if isinstance(reward, int | float) else None,
             observed_dom=observed_dom(result) if reuse else None,
+            reasoning={
+                "source": "browsergym",
+                "messages": [{"role": m.get("role"), "text": m.get("message")} for m in said],
+            }
+            if said
+            else None,
         )
         return result
 
@@ -134,6 +145,12 @@ def goal_text(core: Any) -> str | None:
     if isinstance(goal, list):
         return "\n".join(part.get("text", "") for part in goal if isinstance(part, dict)) or None
     return None
+
+
+def chat_messages(core: Any) -> list[dict[str, Any]]:
+    """BrowserGym's chat (the agent's ``send_msg_to_user`` messages and the user's), as it stands."""
+    messages = getattr(getattr(core, "chat", None), "messages", None) or []
+    return [m for m in messages if isinstance(m, dict)]
 
 
 def last_assistant_message(core: Any) -> str | None:

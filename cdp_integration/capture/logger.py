@@ -19,8 +19,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import threading
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate
 
@@ -28,17 +29,20 @@ import orjson
 
 from cdp_integration import storage
 from cdp_integration.capture import state
+from cdp_integration.capture.console import ConsoleRecorder
 from cdp_integration.capture.faults import as_fault, fault
 from cdp_integration.capture.network import BodyPolicy, NetworkRecorder
 from cdp_integration.capture.options import CaptureOptions, DomScope
 from cdp_integration.capture.probes import EpisodeEvaluations
 from cdp_integration.capture.reader import StateReader
+from cdp_integration.capture.reasoning import bounded_reasoning
 from cdp_integration.capture.tabs import Tab, TabTracker
 from cdp_integration.capture.traffic import TrafficRecorder
 from cdp_integration.capture.writer import RecoveringWriter
 from cdp_integration.errors import CaptureError
 from cdp_integration.session.models import (
     EVALUATOR_WAIT_MS,
+    AgentReasoning,
     CaptureFault,
     Cookie,
     Evaluation,
@@ -86,7 +90,8 @@ class CDPSessionLogger:
     one or the other), ``page_resources`` (CDP resource types whose bodies are stored once per URL so
     pages render offline: stylesheets by default), ``frames`` (same-origin iframes' documents),
     ``cssom_styles`` (adopted and CSSOM-inserted style rules), ``form_state`` (what was typed, checked
-    and selected in form controls, which the HTML lacks), ``screenshot``, ``accessibility_tree``,
+    and selected in form controls, which the HTML lacks), ``console`` (the pages' console messages,
+    uncaught errors and browser log entries, per step, bounded), ``screenshot``, ``accessibility_tree``,
     ``response_bodies`` (``documents``, ``all`` or ``none``), ``max_html_bytes``, ``compresslevel``,
     ``redact`` (``True`` or a ``RedactionPolicy``: secrets are replaced before anything is written),
     ``cdp_timeout_ms`` (a CDP command to a renderer that already answered in this capture, not
@@ -113,6 +118,7 @@ class CDPSessionLogger:
         frames: bool = True,
         cssom_styles: bool = True,
         form_state: bool = True,
+        console: bool = True,
         compresslevel: int = 3,
         record_evaluations: bool = True,
         task: dict[str, Any] | None = None,
@@ -132,6 +138,7 @@ class CDPSessionLogger:
             frames=frames,
             cssom_styles=cssom_styles,
             form_state=form_state,
+            console=console,
             compresslevel=compresslevel,
             record_evaluations=record_evaluations,
             redact=redact,
@@ -149,6 +156,7 @@ class CDPSessionLogger:
             cdp_timeout_ms=cdp_timeout_ms,
             stall_budget_ms=stall_budget_ms,
             frame_tree_resources=bool(self.options.page_resources),
+            console=ConsoleRecorder() if console else None,
         )
         self._traffic = TrafficRecorder(network, self._tracker, bodies=response_bodies)
         # Redaction learns typed passwords from the form state, or else from the snapshot's input
@@ -171,6 +179,8 @@ class CDPSessionLogger:
             compresslevel=compresslevel,
         )
         self._evaluations = EpisodeEvaluations()
+        self._reasoning: list[AgentReasoning] = []
+        self._reasoning_lock = threading.Lock()
         self._browser_thread: BrowserThread | None = None
         self._final_answer: Callable[[], str | None] | None = None
         self._unsaved_network: list[NetworkExchange] = []
@@ -305,8 +315,14 @@ class CDPSessionLogger:
         action: str | None = None,
         reward: float | None = None,
         observed_dom: dict[str, Any] | None = None,
+        reasoning: AgentReasoning | Mapping[str, Any] | None = None,
     ) -> Step | None:
         """Capture and append one step. Never raises; failures are recorded in the step.
+
+        ``reasoning``: why the agent took ``action`` (an ``AgentReasoning``, or a mapping with its
+        fields: ``source``, ``thought``, ``messages`` of ``{role, text}``, ``tool_calls`` of ``{name,
+        arguments, result}``, ``notes``), bounded and stored with the step; with what
+        ``note_reasoning`` gathered since the last step.
 
         ``observed_dom``: a ``DOMSnapshot.captureSnapshot`` of the active tab the caller took for
         this same state (BrowserGym's ``obs["dom_object"]``); stored instead of taking another, which
@@ -333,10 +349,39 @@ class CDPSessionLogger:
         evaluation = self._evaluations.take_pending()
         if evaluation is not None:
             step = step.model_copy(update={"evaluation": evaluation})
+        noted = self._take_reasoning(reasoning)
+        if noted is not None:
+            step = step.model_copy(update={"reasoning": noted})
         if reward is not None:
             self._rewards.append(reward)
         self._append(step)
         return step
+
+    def note_reasoning(self, reasoning: AgentReasoning | Mapping[str, Any]) -> None:
+        """Keep what the agent thought, said or called for the next captured step (a harness that learns
+        it before the action runs calls this; several calls add up). Never raises."""
+        noted = bounded_reasoning(reasoning)
+        if noted is None:
+            return
+        with self._reasoning_lock:
+            self._reasoning.append(noted)
+
+    def _take_reasoning(self, given: AgentReasoning | Mapping[str, Any] | None) -> AgentReasoning | None:
+        with self._reasoning_lock:
+            parts, self._reasoning = self._reasoning, []
+        last = bounded_reasoning(given) if given is not None else None
+        parts += [last] if last is not None else []
+        if len(parts) <= 1:
+            return parts[0] if parts else None
+        return bounded_reasoning(
+            {
+                "source": parts[-1].source,
+                "thought": "\n\n".join(p.thought for p in parts if p.thought),
+                "messages": [m.model_dump() for p in parts for m in p.messages],
+                "tool_calls": [c.model_dump() for p in parts for c in p.tool_calls],
+                "notes": {k: v for p in parts for k, v in p.notes.items()},
+            }
+        )
 
     def _take_pending_faults(self) -> list[CaptureFault]:
         faults = list(self._pending_faults)
@@ -369,6 +414,7 @@ class CDPSessionLogger:
             local_storage = reader.local_storage(tabs, origins, faults)
         network = self._traffic.drain(faults, final=False)
         resources, network = reader.new_resources(tabs, faults, network)
+        console, console_dropped = self._tracker.console.take() if self._tracker.console else ([], 0)
         tab_states = [self._with_pending(tab) for tab in tab_states]
         self._tracker.detach_dropped(tabs)
         current = next((t for t in tab_states if t.active), None)
@@ -388,6 +434,8 @@ class CDPSessionLogger:
             current_tab_source=current_tab_source if active is not None else None,
             capture_ms=round((time.perf_counter() - started) * 1000, 3),
             faults=faults,
+            console=console,
+            console_dropped=console_dropped,
         )
 
     def _with_pending(self, tab: TabState) -> TabState:

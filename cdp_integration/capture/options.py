@@ -31,6 +31,7 @@ class CaptureOptions:
     frames: bool = True
     cssom_styles: bool = True
     form_state: bool = True
+    console: bool = True
     compresslevel: int = 3
     record_evaluations: bool = True
     redact: bool | RedactionPolicy = False
@@ -51,6 +52,7 @@ class CaptureOptions:
             "frames": self.frames,
             "cssom_styles": self.cssom_styles,
             "form_state": self.form_state,
+            "console": self.console,
             "compresslevel": self.compresslevel,
             "record_evaluations": self.record_evaluations,
             "cdp_timeout_ms": self.cdp_timeout_ms,

@@ -17,6 +17,7 @@ from typing import Any
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from cdp_integration.capture import state
+from cdp_integration.capture.console import ConsoleRecorder
 from cdp_integration.capture.deadline import StallBudget, bounded
 from cdp_integration.capture.faults import as_fault
 from cdp_integration.capture.html import IncrementalHtml
@@ -118,8 +119,11 @@ class TabTracker:
         cdp_timeout_ms: float,
         stall_budget_ms: float = 2_000,
         frame_tree_resources: bool = False,
+        console: ConsoleRecorder | None = None,
     ) -> None:
         self.network = network
+        self.console = console
+        """Hears what each followed tab's page says (None: the ``console`` option is off)."""
         self.faults = faults
         self.cdp_timeout_ms = cdp_timeout_ms
         self.stall_budget_ms = stall_budget_ms
@@ -207,6 +211,11 @@ class TabTracker:
         self._follow_bring_to_front(page)
         cdp.send("Network.enable", _NETWORK_BUFFERS)
         self.tabs[page] = tab
+        if self.console is not None:
+            with as_fault(self.faults, "console", tab_id):
+                self.console.listen(cdp, tab_id)
+                cdp.send("Runtime.enable")  # reports the messages logged before, then each as it comes
+                cdp.send("Log.enable")
         with as_fault(self.faults, "settling", tab_id):
             cdp.send("Page.enable")
             tab.page_enabled = True

@@ -33,7 +33,7 @@ from cdp_integration.debug.views import (
 from cdp_integration.replay.actions import parse_action
 from cdp_integration.replay.text import VOID_ELEMENTS, ControlWalk, StateAt, visible_text, word_set
 from cdp_integration.session.limits import SessionLimits
-from cdp_integration.session.models import FormControlState, TabState
+from cdp_integration.session.models import FormControlState, Step, TabState
 from cdp_integration.session.output import BoundedOutput, iter_json, output_file
 from cdp_integration.session.store import Session
 
@@ -381,6 +381,35 @@ def inert_html(
     return InertPage("".join(parser.out), parser.missing_stylesheets)
 
 
+def _reasoning_view(step: Step, passwords: list[str]) -> dict[str, Any] | None:
+    """The agent's reasoning of ``step`` for the viewer (typed passwords as dots)."""
+    reasoning = step.reasoning
+    if reasoning is None:
+        return None
+    return {
+        "source": reasoning.source,
+        "thought": _masked(reasoning.thought or "", passwords),
+        "messages": [{"role": m.role, "text": _masked(m.text, passwords)} for m in reasoning.messages],
+        "tool_calls": [
+            {
+                "name": c.name,
+                "arguments": _masked(c.arguments, passwords),
+                "result": _masked(c.result, passwords) if c.result is not None else None,
+            }
+            for c in reasoning.tool_calls
+        ],
+        "notes": [[name, _masked(value, passwords)] for name, value in reasoning.notes.items()],
+    }
+
+
+def _masked(text: str, passwords: list[str]) -> str:
+    """``text`` with each password typed in the session shown as dots, as the form state shows it."""
+    for password in passwords:
+        if password in text:
+            text = text.replace(password, "•" * len(password))
+    return text
+
+
 def _png_size(data: str) -> tuple[int, int] | None:
     try:
         head = base64.b64decode(data[:44])
@@ -553,6 +582,17 @@ def episode_data(session: Session, *, limits: SessionLimits | None = None) -> di
         page = add_page(inert_html(tab.html, tab.url, sheets=sheets).html) if tab and tab.html else None
         return {**check, "title": check_title(check), "page": page}
 
+    typed_passwords = sorted(
+        {
+            control.value
+            for step in session.steps
+            for tab in step.tabs
+            for control in tab.form_state
+            if control.type == "password" and control.value and len(control.value) >= 4
+        },
+        key=len,
+        reverse=True,
+    )
     steps = []
     for i, (step, summary) in enumerate(zip(session.steps, summaries, strict=True)):
         tab = step.active_tab
@@ -620,6 +660,18 @@ def episode_data(session: Session, *, limits: SessionLimits | None = None) -> di
                     }
                     for r in step_requests(session, i)
                 ],
+                "console": [
+                    {
+                        "kind": entry.kind,
+                        "level": entry.level,
+                        "text": _masked(entry.text, typed_passwords),
+                        "where": f"{entry.url}:{entry.line}" if entry.url and entry.line else entry.url,
+                        "tab": entry.tab_id if len(step.tabs) > 1 else "",
+                    }
+                    for entry in step.console
+                ],
+                "console_dropped": step.console_dropped,
+                "reasoning": _reasoning_view(step, typed_passwords),
                 "changes": _changes(diff(session, i - 1, i)) if i > 0 else None,
                 "tabs": [
                     {"id": t.tab_id, "url": t.url, "title": t.title, "active": t.active} for t in step.tabs

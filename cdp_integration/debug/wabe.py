@@ -26,6 +26,7 @@ from cdp_integration.debug.actions import mind2web_action
 from cdp_integration.debug.views import task_text
 from cdp_integration.errors import SessionFormatError
 from cdp_integration.session.limits import SessionLimits
+from cdp_integration.session.models import Step
 from cdp_integration.session.output import BoundedOutput
 from cdp_integration.session.store import Session
 from cdp_integration.session.untrusted import open_output
@@ -47,6 +48,20 @@ def _iso(seconds: float) -> str:
         raise SessionFormatError(f"timestamp {seconds!r} is out of range (not a date)") from None
 
 
+def _thought(step: Step) -> str:
+    """A step's reasoning as one text (WABE's ``thoughts`` go beside ``action_history``): the thought,
+    else what the agent wrote, else its harness's notes; empty when the harness recorded none."""
+    reasoning = step.reasoning
+    if reasoning is None:
+        return ""
+    if reasoning.thought:
+        return reasoning.thought
+    said = [m.text for m in reasoning.messages if m.role == "assistant"]
+    if said:
+        return "\n".join(said)
+    return "\n".join(f"{name}: {value}" for name, value in reasoning.notes.items())
+
+
 def wabe_result(session: Session, screenshots: list[str]) -> dict[str, Any]:
     """The ``result.json`` document for ``session`` (``screenshots``: paths relative to the task dir)."""
     action_steps = [i for i, step in enumerate(session.steps) if step.action is not None]
@@ -58,7 +73,7 @@ def wabe_result(session: Session, screenshots: list[str]) -> dict[str, Any]:
         "task": task_text(session),
         "final_result_response": session.final_answer or "",
         "action_history": actions,
-        "thoughts": [],
+        "thoughts": [_thought(session.steps[i]) for i in action_steps],
         "screenshots": screenshots,
         "steps_taken": len(action_steps),
         "error": None if session.complete else "the episode did not finish saving (partial session file)",

@@ -15,8 +15,12 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SkipValidati
 __all__ = [
     "EVALUATOR_WAIT_MS",
     "FORMAT_VERSION",
+    "AgentMessage",
+    "AgentReasoning",
+    "AgentToolCall",
     "CSSOMStyle",
     "CaptureFault",
+    "ConsoleEntry",
     "Cookie",
     "CurrentTabSource",
     "Evaluation",
@@ -42,7 +46,7 @@ FORMAT_VERSION = 3
 """Bumped on any change a reader of the previous version could misread. 2: chunked HTML and DOM
 snapshots (blob ``kind``), captured stylesheets (``Step.resources``). 3: form state
 (``TabState.form_state``); later, additively, ``TabState.marked_attributes``, ``TabState.settling`` and
-``Step.current_tab_source``, ``TabState.pseudo_classes`` (a file without them reads as before; a reader that predates it refuses the field, never misreads it). Formats 1 and 2 still read."""
+``Step.current_tab_source``, ``TabState.pseudo_classes``, ``Step.console``, ``Step.reasoning`` (a file without them reads as before; a reader that predates it refuses the field, never misreads it). Formats 1 and 2 still read."""
 
 TrafficOrigin = Literal["agent", "evaluator"]
 """Who caused a request: the agent's episode, or the live evaluator's own tabs during ``validate()``."""
@@ -241,6 +245,54 @@ class Settling(_Record):
     open_websockets: int = 0
 
 
+class ConsoleEntry(_Record):
+    """One thing a tab's page said between two captures: a console message (``console.log`` and its
+    kin: ``level`` is the call's type), an uncaught error (``exception``: its message and stack), or an
+    entry of the browser's own log (``log``: a failed resource, an intervention; ``source`` says which).
+    ``text`` is at most 2,000 characters; objects are shown by the preview the event carried."""
+
+    tab_id: str
+    kind: Literal["console", "exception", "log"]
+    level: str = "log"
+    source: str = ""
+    text: str
+    url: str = ""
+    """The script (or resource) the entry points at, if any."""
+    line: int | None = None
+    """1-based line in ``url``."""
+    timestamp: float = 0.0
+    """Seconds since the epoch, as the browser stamped it."""
+
+
+class AgentMessage(_Record):
+    """One message of the agent's conversation around a step (``role``: ``assistant``, ``user``, ...)."""
+
+    role: str
+    text: str
+
+
+class AgentToolCall(_Record):
+    """One tool the agent called at a step: its name, its arguments (JSON text) and what it got back."""
+
+    name: str
+    arguments: str = ""
+    result: str | None = None
+
+
+class AgentReasoning(_Record):
+    """Why the agent took a step's action, as its harness recorded it: its ``thought`` (the model's
+    reasoning or BrowserGym's ``think``), the messages it wrote or read, the tool calls it made, and
+    ``notes`` its harness names (browser-use's ``evaluation_previous_goal``, ``memory``, ``next_goal``).
+    ``source`` names the harness. Each text is at most 4,000 characters, at most 20 messages and 20
+    tool calls per step; redacted like everything else."""
+
+    source: str
+    thought: str | None = None
+    messages: list[AgentMessage] = []
+    tool_calls: list[AgentToolCall] = []
+    notes: dict[str, str] = {}
+
+
 class TabState(_Record):
     """An open tab at capture time. DOM fields are captured for every tab (``dom`` option)."""
 
@@ -411,6 +463,12 @@ class Step(_Record):
     """How the current tab (the one marked ``active``) was decided; None in sessions of earlier versions."""
     capture_ms: float = 0.0
     faults: list[CaptureFault] = []
+    console: list[ConsoleEntry] = []
+    """What the pages said since the previous step (console messages, uncaught errors, browser log),
+    in the order heard; at most 200 (``console_dropped`` counts the rest). Empty in earlier sessions."""
+    console_dropped: int = 0
+    reasoning: AgentReasoning | None = None
+    """What the agent thought, said and called to take this step's action, when its harness says."""
     evaluation: Evaluation | None = None
     """The live evaluator run that produced ``reward``, when it was recorded."""
 

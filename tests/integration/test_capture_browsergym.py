@@ -99,6 +99,11 @@ def test_state_change_and_answer(sessions: dict[str, Session]) -> None:
     assert posted.search(session.steps[11].html)
     assert session.final_answer == "$24.00"
     assert 'id="product-price"' in session.steps[-1].html and "$24.00" in session.steps[-1].html
+    # What the agent said in BrowserGym's chat is the reasoning of the step that said it, and only of it.
+    said = [(step.index, step.reasoning) for step in session.steps if step.reasoning is not None]
+    assert [(index, r.source, [(m.role, m.text) for m in r.messages]) for index, r in said] == [
+        (session.steps[-1].index, "browsergym", [("assistant", "$24.00")])
+    ]
 
 
 def test_fetch_traffic_and_storage(sessions: dict[str, Session], demo_site: DemoSite) -> None:

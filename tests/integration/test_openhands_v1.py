@@ -127,6 +127,12 @@ def test_run_infer_sdk_v1_then_eval_infer(v1_run: V1Run) -> None:
         browser_calls = [tool for tool in tools if tool.startswith("browser_")]
         assert [step.trigger for step in session.steps] == ["reset"] + ["action"] * len(browser_calls)
         assert [step.action.split("(")[0] for step in session.steps[1:] if step.action] == browser_calls
+        for number, step in enumerate(session.steps[1:]):  # the model's thought and call, with its result
+            reasoning = step.reasoning
+            assert reasoning is not None and reasoning.source == "openhands-v1", (instance_id, step.index)
+            assert reasoning.tool_calls[-1].name == browser_calls[number]
+            assert reasoning.tool_calls[-1].result, (instance_id, step.index)
+            assert f": {browser_calls[number]}." in (reasoning.thought or ""), reasoning.thought
         live[instance_id] = session.end.probe.score
         assert live[instance_id] == line["test_result"]["reward"] == expected, instance_id
         assert session.end.final_answer == line["test_result"]["answer"]

@@ -217,11 +217,39 @@ class ScriptedToolLLM(ScriptedEndpoint):
             "type": "function",
             "function": {"name": call.tool, "arguments": json.dumps(self._arguments(call))},
         }
-        message = {"role": "assistant", "content": None, "tool_calls": [tool_call]}
+        # A thought beside the call, as a model writes one (the session keeps it with the step).
+        thought = f"Step {done + 1} of the plan: {call.tool}."
+        message = {"role": "assistant", "content": thought, "tool_calls": [tool_call]}
         return message, "tool_calls", {"prompt_tokens": 100, "completion_tokens": 16, "total_tokens": 116}
 
 
 # -- one episode ------------------------------------------------------------------------------------
+
+
+def _reasoning_of(event: Any) -> dict[str, Any]:
+    """A V1 ``ActionEvent``'s reasoning: the model's thought (and reasoning content) and its tool call."""
+    from cdp_integration.capture.reasoning import text_of
+
+    thought = "\n\n".join(
+        filter(
+            None, [text_of(getattr(event, "thought", None)), getattr(event, "reasoning_content", None) or ""]
+        )
+    )
+    call = getattr(event, "tool_call", None)
+    arguments = getattr(call, "arguments", None) if call is not None else None
+    return {
+        "source": "openhands-v1",
+        "thought": thought or None,
+        "tool_calls": [{"name": event.tool_name, "arguments": arguments or "", "result": None}],
+    }
+
+
+def _observation_text(event: Any) -> str | None:
+    """What a tool gave back to the model (its text content)."""
+    try:
+        return str(event.observation.text)
+    except Exception:
+        return None
 
 
 def _focus(executor_holder: list[Any]) -> Callable[[], str | None]:
@@ -259,7 +287,7 @@ def run_v1_task(
     """One task with an openhands-sdk agent; returns the fields of its ``output.jsonl`` line."""
     import v1_tools  # this directory's own module (imports openhands-tools)
     from openhands.sdk import LLM, Agent, Conversation, Tool
-    from openhands.sdk.event import ActionEvent, ObservationEvent
+    from openhands.sdk.event import ActionEvent, MessageEvent, ObservationEvent
     from openhands.sdk.tool.builtins import FinishAction
     from pydantic import SecretStr
 
@@ -323,6 +351,7 @@ def run_v1_task(
             llm_server.page = page
 
             calls: dict[str, str] = {}
+            reasons: dict[str, dict[str, Any]] = {}
 
             def on_event(event: Any) -> None:
                 nonlocal answer
@@ -333,10 +362,27 @@ def run_v1_task(
                     history.append({"tool": event.tool_name, "arguments": arguments})
                     trace(f"action {event.tool_name}")
                     calls[event.tool_call_id] = f"{event.tool_name}({json.dumps(arguments, sort_keys=True)})"
-                elif isinstance(event, ObservationEvent) and event.tool_name in v1_tools.BROWSER_TOOLS:
+                    reasons[event.tool_call_id] = _reasoning_of(event)
+                elif isinstance(event, MessageEvent) and event.source in ("agent", "user"):
+                    from cdp_integration.capture.reasoning import text_of
+
+                    role = "assistant" if event.source == "agent" else "user"
+                    text = text_of(getattr(event.llm_message, "content", None))
+                    if text:  # the task, or what the model wrote instead of calling a tool
+                        logger.note_reasoning(
+                            {"source": "openhands-v1", "messages": [{"role": role, "text": text}]}
+                        )
+                elif isinstance(event, ObservationEvent):
+                    reason = reasons.pop(event.tool_call_id, None)
+                    if reason is not None:  # what the tool gave back, beside the call
+                        reason["tool_calls"][0]["result"] = _observation_text(event)
+                    if event.tool_name not in v1_tools.BROWSER_TOOLS:
+                        if reason is not None:  # another tool's call: told with the next browser step
+                            logger.note_reasoning(reason)
+                        return
                     action = calls.get(event.tool_call_id, event.tool_name)
                     trace(f"observed {event.tool_name}")
-                    logger.capture_state_snapshot("action", action=action)  # never raises
+                    logger.capture_state_snapshot("action", action=action, reasoning=reason)  # never raises
                     trace("captured")
 
             def on_token(chunk: Any) -> None:

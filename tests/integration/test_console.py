@@ -1,0 +1,170 @@
+"""What the pages said: console messages, uncaught errors and the browser's log, per step, bounded.
+
+A real HTTP server serves a page that logs at load (text, numbers, an object, a warning, an error, an
+image that is not there) and, on a click, throws from a timer and logs in a loop. A plain Playwright
+page with a logger in default options is captured after the load and after the click. Each step holds
+what was said since the step before (nothing twice), objects by their preview, errors with their
+stack, at most 200 entries with the rest counted; a redacting logger replaces a password the page
+logged; the viewer shows the console beside each step, in Chromium.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from playwright.sync_api import Browser
+
+from cdp_integration.capture.console import MAX_ENTRIES
+from cdp_integration.capture.logger import CDPSessionLogger
+from cdp_integration.cli import cli
+from cdp_integration.session.store import Session, load_session
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+PASSWORD = "hunter2-console-canary"
+PAGE = """<!DOCTYPE html><html><head><title>Console</title></head><body>
+<form><input type="password" name="password" id="password"></form>
+<img src="/missing.png" alt="">
+<button id="go">Go</button>
+<script>
+console.log("loaded", 42, true, {id: 7, name: "ocean"});
+console.warn("stock is low");
+console.error("cart failed", [1, 2]);
+document.getElementById("go").addEventListener("click", () => {
+  console.info("typed", document.getElementById("password").value);
+  setTimeout(() => { throw new TypeError("price is undefined"); }, 0);
+  setTimeout(() => { for (let i = 0; i < 500; i++) console.debug("tick", i); document.title = "done"; }, 10);
+});
+</script></body></html>"""
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        found = self.path in ("/page", "/favicon.ico")  # the browser's own favicon request finds one
+        body = PAGE.encode() if self.path == "/page" else b"" if found else b"not found"
+        self.send_response(200 if found else 404)
+        self.send_header(
+            "Content-Type", "text/html; charset=utf-8" if self.path != "/favicon.ico" else "image/x-icon"
+        )
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+
+def _play(browser: Browser, out: Path, base: str, **options: Any) -> Session:
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        logger = CDPSessionLogger(out, instance_id="console", **options)
+        logger.attach_to_page(page)
+        page.goto(base + "/page")
+        page.wait_for_load_state("load")
+        logger.capture_state_snapshot("goto", action=f"goto('{base}/page')")
+        page.fill("#password", PASSWORD)
+        page.click("#go")
+        page.wait_for_function("document.title === 'done'")
+        logger.capture_state_snapshot("click", action="click('#go')")
+        path = logger.save_session("console")
+        logger.detach()
+    finally:
+        context.close()
+    return load_session(path)
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@pytest.fixture(scope="module")
+def session(browser: Browser, served: str, tmp_path_factory: pytest.TempPathFactory) -> Session:
+    return _play(browser, tmp_path_factory.mktemp("console"), served)
+
+
+def test_each_step_holds_what_the_page_said_since_the_step_before(session: Session, served: str) -> None:
+    load, click = session.steps
+    said = [(e.kind, e.level, e.text) for e in load.console if e.kind == "console"]
+    assert said == [
+        ("console", "log", 'loaded 42 true {"id": 7, "name": "ocean"}'),
+        ("console", "warning", "stock is low"),
+        ("console", "error", "cart failed [1, 2]"),
+    ], said
+    missing = [e for e in load.console if e.kind == "log"]
+    assert len(missing) == 1 and missing[0].level == "error" and missing[0].source == "network"
+    assert missing[0].url == served + "/missing.png" and "404" in missing[0].text
+    assert all(e.tab_id == load.tabs[0].tab_id and e.timestamp > 0 for e in load.console)
+    logged = next(e for e in load.console if e.kind == "console")
+    assert logged.url == served + "/page" and logged.line == 6
+    assert click.console[0].text == f"typed {PASSWORD}"  # not heard twice: the load's are gone
+    thrown = [e for e in click.console if e.kind == "exception"]
+    assert len(thrown) == 1 and thrown[0].text.startswith("TypeError: price is undefined\n    at ")
+    ticks = [e for e in click.console if e.text.startswith("tick ")]
+    assert len(click.console) == MAX_ENTRIES and click.console_dropped == 2 + 500 - MAX_ENTRIES
+    assert [e.text for e in ticks[:2]] == ["tick 0", "tick 1"] and ticks[0].level == "debug"
+
+
+def test_a_redacting_logger_keeps_no_password_the_page_logged(
+    browser: Browser, served: str, tmp_path: Path
+) -> None:
+    redacted = _play(browser, tmp_path, served, redact=True)
+    texts = [e.text for step in redacted.steps for e in step.console]
+    assert texts and not any(PASSWORD in text for text in texts)
+    assert any(text.startswith("typed ") for text in texts)
+    assert PASSWORD not in json.dumps([s.model_dump(mode="json") for s in redacted.steps])
+
+
+def test_the_option_off_records_nothing(browser: Browser, served: str, tmp_path: Path) -> None:
+    quiet = _play(browser, tmp_path, served, console=False)
+    assert all(step.console == [] and step.console_dropped == 0 for step in quiet.steps)
+    assert quiet.header.options["console"] is False
+
+
+def test_the_viewer_shows_the_console_of_each_step_in_chromium(
+    session: Session, browser: Browser, tmp_path: Path
+) -> None:
+    assert session.path is not None
+    html = tmp_path / "console.html"
+    result = CliRunner().invoke(cli, ["view", str(session.path), "-o", str(html)])
+    assert result.exit_code == 0, result.output
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.context.route(
+            "**/*", lambda route: route.abort() if route.request.url.startswith("http") else route.continue_()
+        )
+        page.goto(html.as_uri())
+        page.wait_for_selector("body[data-ready='1']")
+        card = page.locator("#console")
+        assert "4 entries" in card.locator("h3").inner_text()
+        assert card.locator("tr").count() == 4
+        assert "stock is low" in card.inner_text()
+        page.keyboard.press("ArrowDown")
+        assert (
+            f"{MAX_ENTRIES} entries since step 0, {2 + 500 - MAX_ENTRIES} more not kept"
+            in card.locator("h3").inner_text()
+        )
+        assert "uncaught" in card.inner_text() and "TypeError: price is undefined" in card.inner_text()
+        assert "typed " + "•" * len(PASSWORD) in card.inner_text()  # as the form state shows it
+        assert PASSWORD not in page.content()
+        assert page.locator('#timeline li[data-step="1"] .chip.bad').inner_text() == "1 page error"
+        card.evaluate("(card) => card.scrollIntoView({block: 'start'})")
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=ARTIFACTS / "viewer-console.png")
+    finally:
+        page.close()
