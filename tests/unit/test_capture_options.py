@@ -39,6 +39,7 @@ def test_the_header_records_the_options_as_the_format_has_them(tmp_path: Path) -
         "frames": True,
         "cssom_styles": True,
         "form_state": True,
+        "console": True,
         "compresslevel": 3,
         "record_evaluations": True,
         "cdp_timeout_ms": 30_000,

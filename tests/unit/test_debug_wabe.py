@@ -41,7 +41,9 @@ def test_result_json_has_the_documented_fields(tmp_path: Path) -> None:
     assert result["metadata"]["agent_actions"][0] == "fill('5', 'emma')"
     assert result["metadata"]["final_url"] == f"{ORIGIN}/help"
     assert result["screenshots"] == [f"trajectory/step_00{i}.png" for i in (0, 1, 2, 4)]
-    assert result["error"] is None and result["thoughts"] == []
+    assert result["error"] is None and result["thoughts"] == [""] * len(
+        result["action_history"]
+    )  # no reasoning recorded
 
 
 def test_screenshots_are_the_captured_pngs(tmp_path: Path) -> None:
