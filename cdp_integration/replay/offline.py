@@ -105,6 +105,25 @@ class ReplayDocument:
         return None
 
     @functools.cached_property
+    def styled_by_pointer(self) -> bool:
+        """Whether any of its CSS (inline, stored stylesheets, CSSOM rules, frames) may select on
+        ``:hover``, ``:active`` or ``:focus*``: else forcing those states changes nothing it renders."""
+        needles = (":hover", ":focus", ":active")
+        texts = [self.html, *self.frames.values()]
+        texts += [
+            css for style in self.cssom_styles for css in style.get("css") or () if isinstance(css, str)
+        ]
+        if any(needle in text for text in texts for needle in needles):
+            return True
+        raw = tuple(needle.encode() for needle in needles)
+        return any(
+            needle in resource.body
+            for resource in self.resources.values()
+            if "css" in str(resource.headers.get("content-type", "")).lower()
+            for needle in raw
+        )
+
+    @functools.cached_property
     def refresh_targets(self) -> frozenset[str]:
         """URLs (without fragment) a stored ``<meta http-equiv=refresh>`` would navigate to."""
         return refresh_targets(self.html, self.url)
@@ -789,12 +808,13 @@ def _apply_pseudo_classes(page: Any, document: ReplayDocument) -> Any:
             "focused that the re-parsed page does not have at their place, so what CSS shows on :hover or "
             ":focus cannot be answered as live"
         )
-    cdp.send("DOM.enable")
-    cdp.send("DOM.getDocument", {"depth": 0})
-    cdp.send("CSS.enable")
-    for index, item in enumerate(items):
-        node = cdp.send("DOM.requestNode", {"objectId": objects[index]})["nodeId"]
-        cdp.send("CSS.forcePseudoState", {"nodeId": node, "forcedPseudoClasses": item["classes"]})
+    if document.styled_by_pointer:  # else no rule selects on them: only the focus is put back
+        cdp.send("DOM.enable")
+        cdp.send("DOM.getDocument", {"depth": 0})
+        cdp.send("CSS.enable")
+        for index, item in enumerate(items):
+            node = cdp.send("DOM.requestNode", {"objectId": objects[index]})["nodeId"]
+            cdp.send("CSS.forcePseudoState", {"nodeId": node, "forcedPseudoClasses": item["classes"]})
     for index, item in enumerate(items):  # outer documents first: an iframe, then what it holds
         if "focus" in item["classes"]:  # document.activeElement too, not only what CSS sees
             cdp.send(
