@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import shutil
@@ -92,6 +93,38 @@ def _action_text(agent: Any) -> str | None:
         return None
 
 
+def _reasoning(agent: Any) -> dict[str, Any] | None:
+    """The step's model output as reasoning: its thinking, its evaluation of the previous goal, memory
+    and next goal (notes), and each action it chose with what the action returned; None when unknown."""
+    state = getattr(agent, "state", None)
+    output = getattr(state, "last_model_output", None)
+    if output is None:
+        return None
+    results = list(getattr(state, "last_result", None) or [])
+    calls = []
+    for number, action in enumerate(getattr(output, "action", None) or []):
+        try:
+            chosen = action.model_dump(exclude_none=True, mode="json")
+        except Exception:
+            continue
+        name = next(iter(chosen), "action")
+        result = results[number] if number < len(results) else None
+        said = getattr(result, "error", None) or getattr(result, "extracted_content", None)
+        calls.append(
+            {"name": name, "arguments": json.dumps(chosen.get(name), sort_keys=True), "result": said}
+        )
+    notes = {
+        name: str(getattr(output, name, None) or "")
+        for name in ("evaluation_previous_goal", "memory", "next_goal")
+    }
+    return {
+        "source": "browser-use",
+        "thought": getattr(output, "thinking", None),
+        "tool_calls": calls,
+        "notes": notes,
+    }
+
+
 class BrowserUseCapture:
     """The hooks that capture one browser-use agent run into ``logger``.
 
@@ -113,9 +146,15 @@ class BrowserUseCapture:
     def attach(self) -> None:
         self.logger.attach_to_cdp(self.cdp_url, active_target=self.focused_target)
 
-    async def _capture(self, trigger: str, action: str | None = None) -> None:
+    async def _capture(
+        self, trigger: str, action: str | None = None, reasoning: dict[str, Any] | None = None
+    ) -> None:
         try:
-            await asyncio.to_thread(self.logger.capture_state_snapshot, trigger, action=action)
+            await asyncio.to_thread(
+                functools.partial(
+                    self.logger.capture_state_snapshot, trigger, action=action, reasoning=reasoning
+                )
+            )
         except Exception as exc:  # the episode goes on without this snapshot
             _log.warning("browser-use capture %s failed: %s", trigger, exc)
 
@@ -126,7 +165,7 @@ class BrowserUseCapture:
 
     async def on_step_end(self, agent: Any) -> None:
         self.steps += 1
-        await self._capture(f"step {self.steps}", _action_text(agent))
+        await self._capture(f"step {self.steps}", _action_text(agent), _reasoning(agent))
 
     async def finish(
         self, config: dict[str, Any] | None, final_answer: str | None

@@ -196,6 +196,11 @@ def test_offline_score_equals_live_score(
     assert run.live_score == session.end.probe.score == case.score
     assert session.final_answer == run.final_answer
     assert len(session.steps) >= 2  # the start state and one snapshot per agent step
+    for step in session.steps[1:]:  # the model's output beside each agent step, actions with their results
+        reasoning = step.reasoning
+        assert reasoning is not None and reasoning.source == "browser-use", step.index
+        assert reasoning.notes.get("memory", "").startswith("step "), reasoning.notes
+        assert reasoning.tool_calls and reasoning.tool_calls[0].name in (step.action or ""), step.action
 
     offline = evaluate_session(session, per_step=False)
 
