@@ -81,14 +81,16 @@ test-browser-use: setup
 	CDP_TEST_BROWSER_USE_STANDINS=1 .venv-bu013/bin/python -m pytest -q --durations=10 \
 		tests/integration/test_browser_use.py tests/integration/test_browser_use_standins.py
 
-# Fault injection with every scenario (make test plays one episode of each kind of fault): 21 demo
+# Fault injection with every scenario (make test plays five: CDP errors, a closed, a navigated and a hung
+# tab, a crash with a full disk): 21 demo
 # episodes with CDP errors, closed, crashed, hung and navigated tabs, a full disk, and two SIGKILLs.
 test-faults: setup-test
 	CDP_TEST_FAULTS=all .venv/bin/python -m pytest -q --durations=10 -s tests/integration/test_fault_injection.py
 
 # OpenHands at full length: V0's whole agent loop (run_infer.py then eval_infer.py on its output; `make test`
 # plays it through the OpenHands guide's example), a BrowserEnv episode with WEBARENA_CDP_LOGGING unset
-# (nothing written), and run_infer --sdk v1 against a model behind an OpenAI-compatible endpoint.
+# (nothing written), run_infer --sdk v1's failing trajectory (make test plays the succeeding one) and
+# run_infer --sdk v1 against a model behind an OpenAI-compatible endpoint.
 test-openhands: setup-test
 	CDP_TEST_OPENHANDS_FULL=1 .venv/bin/python -m pytest -q --durations=10 tests/integration/test_openhands.py \
 		tests/integration/test_openhands_v1.py tests/integration/test_v1_real_model.py
