@@ -940,7 +940,12 @@ def play_browsergym_episode(
         finally:
             logger.detach()
     finally:
-        env.close()
+        try:
+            env.close()
+        except (
+            Exception
+        ) as exc:  # BrowserGym's own teardown (its chat's context already gone): the episode stands
+            print(f"{label}: BrowserGym's env.close() failed: {type(exc).__name__}: {str(exc)[:200]}")
 
 
 def _reconstructed(session: Any) -> Any:
