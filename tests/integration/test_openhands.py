@@ -101,8 +101,15 @@ class Episode:
 
 
 @pytest.fixture(scope="module")
-def openhands_env(tmp_path_factory: pytest.TempPathFactory, demo_site: DemoSite) -> Iterator[Any]:
-    """``BrowserEnv`` imported under a private ``HOME``/``TMPDIR``; the module's environment settings."""
+def openhands_env(
+    tmp_path_factory: pytest.TempPathFactory, demo_site: DemoSite, demo_corpus: list[Any]
+) -> Iterator[Any]:
+    """``BrowserEnv`` imported under a private ``HOME``/``TMPDIR``; the module's environment settings.
+
+    It waits for the demo corpus (``demo_corpus``, unused otherwise; the suite then runs the module with
+    the corpus users, after the recording): OpenHands' ``BrowserEnv`` child must answer its
+    ``check_alive(200)``, which it missed while three recording browsers loaded the machine, and
+    OpenHands' own retry then fails (``OSError: handle is closed``)."""
     root = tmp_path_factory.mktemp("openhands")
     (root / "home").mkdir()
     (root / "tmp").mkdir()
