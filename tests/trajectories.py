@@ -799,41 +799,71 @@ def play_episode(
 ) -> LiveEnd:
     """One generated episode on a plain Playwright page of a fresh context of ``browser`` (``first``: a
     behaviour to try first, e.g. to make sure a sample opens a tab)."""
-    from cdp_integration import CDPSessionLogger
-
-    rng = random.Random(seed)
     label = f"{site.name}.{re.sub(r'[^A-Za-z0-9]+', '-', seed)}"
     context = browser.new_context(**site.context_options)
     try:
-        page = context.new_page()
-        if site.sign_in is not None:
-            site.sign_in(page)
-        page.goto(site.url + site.start)
-        agent = Agent(context, site, rng, page)
-        agent._settled(page)
-        logger = CDPSessionLogger(out, instance_id=label, task={"site_urls": {"shopping": site.url}})
-        logger.attach_to_page(page)
-        try:
-            logger.capture_state_snapshot("start")
-            for number in range(actions if actions is not None else rng.randint(4, 9)):
-                name = agent.step(first if number == 0 else None)
-                logger.capture_state_snapshot(name, action=agent.log[-1][:500])
-            return _finish(
-                logger,
-                agent.current,
-                app=site.name,
-                label=label,
-                seed=seed,
-                site_url=site.url,
-                behaviours=agent.behaviours,
-                log=agent.log,
-                rng=rng,
-                questions_per_episode=questions_per_episode,
-            )
-        finally:
-            logger.detach()
+        return _play_agent(
+            context,
+            context.new_page(),
+            site,
+            out,
+            label=label,
+            app=site.name,
+            seed=seed,
+            attach=lambda logger, page: logger.attach_to_page(page),
+            actions=actions,
+            questions_per_episode=questions_per_episode,
+            first=first,
+        )
     finally:
         context.close()
+
+
+def _play_agent(
+    context: Any,
+    page: Any,
+    site: Site,
+    out: Path,
+    *,
+    label: str,
+    app: str,
+    seed: str,
+    attach: Callable[[Any, Any], None],
+    actions: int | None,
+    questions_per_episode: int,
+    first: str | None,
+) -> LiveEnd:
+    """The plain-page agent's episode from ``page`` of ``context``: signed in, started, a logger attached
+    by ``attach(logger, page)``, a capture after each generated action, then the live questions."""
+    from cdp_integration import CDPSessionLogger
+
+    rng = random.Random(seed)
+    if site.sign_in is not None:
+        site.sign_in(page)
+    page.goto(site.url + site.start)
+    agent = Agent(context, site, rng, page)
+    agent._settled(page)
+    logger = CDPSessionLogger(out, instance_id=label, task={"site_urls": {"shopping": site.url}})
+    attach(logger, page)
+    try:
+        logger.capture_state_snapshot("start")
+        for number in range(actions if actions is not None else rng.randint(4, 9)):
+            name = agent.step(first if number == 0 else None)
+            logger.capture_state_snapshot(name, action=agent.log[-1][:500])
+        return _finish(
+            logger,
+            agent.current,
+            app=app,
+            label=label,
+            seed=seed,
+            site_url=site.url,
+            behaviours=agent.behaviours,
+            log=agent.log,
+            rng=rng,
+            questions_per_episode=questions_per_episode,
+        )
+    finally:
+        logger.detach()
 
 
 def play_cdp_attach_episode(
@@ -849,42 +879,26 @@ def play_cdp_attach_episode(
     """One generated episode in a Chromium of its own that the agent drives over its own Playwright
     connection (``connect_over_cdp``) and the logger follows by its DevTools endpoint only
     (``attach_to_cdp``): no page object is shared, so the current tab is what the browser shows."""
-    from cdp_integration import CDPSessionLogger
     from cdp_integration.capture.cdp_attach import ChromiumProcess
 
-    rng = random.Random(seed)
     label = f"cdp_attach.{re.sub(r'[^A-Za-z0-9]+', '-', seed)}"
     with ChromiumProcess() as chromium:
         browser = playwright.chromium.connect_over_cdp(chromium.endpoint)
         try:
             context = browser.contexts[0] if browser.contexts else browser.new_context()
-            page = context.pages[0] if context.pages else context.new_page()
-            if site.sign_in is not None:
-                site.sign_in(page)
-            page.goto(site.url + site.start)
-            agent = Agent(context, site, rng, page)
-            agent._settled(page)
-            logger = CDPSessionLogger(out, instance_id=label, task={"site_urls": {"shopping": site.url}})
-            logger.attach_to_cdp(chromium.endpoint)
-            try:
-                logger.capture_state_snapshot("start")
-                for number in range(actions if actions is not None else rng.randint(4, 9)):
-                    name = agent.step(first if number == 0 else None)
-                    logger.capture_state_snapshot(name, action=agent.log[-1][:500])
-                return _finish(
-                    logger,
-                    agent.current,
-                    app="cdp_attach",
-                    label=label,
-                    seed=seed,
-                    site_url=site.url,
-                    behaviours=agent.behaviours,
-                    log=agent.log,
-                    rng=rng,
-                    questions_per_episode=questions_per_episode,
-                )
-            finally:
-                logger.detach()
+            return _play_agent(
+                context,
+                context.pages[0] if context.pages else context.new_page(),
+                site,
+                out,
+                label=label,
+                app="cdp_attach",
+                seed=seed,
+                attach=lambda logger, _page: logger.attach_to_cdp(chromium.endpoint),
+                actions=actions,
+                questions_per_episode=questions_per_episode,
+                first=first,
+            )
         finally:
             browser.close()
 
