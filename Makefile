@@ -81,11 +81,12 @@ test-browser-use: setup
 	CDP_TEST_BROWSER_USE_STANDINS=1 .venv-bu013/bin/python -m pytest -q --durations=10 \
 		tests/integration/test_browser_use.py tests/integration/test_browser_use_standins.py
 
-# Fault injection with every scenario (make test plays five: CDP errors, a closed, a navigated and a hung
-# tab, a crash with a full disk): 21 demo
-# episodes with CDP errors, closed, crashed, hung and navigated tabs, a full disk, and two SIGKILLs.
+# Fault injection with every scenario (make test plays three: CDP errors, a hung tab, a crash with a full
+# disk): 21 demo episodes with CDP errors, closed, crashed, hung and navigated tabs, a full disk, and two
+# SIGKILLs; and a SIGKILL between two steps of a BrowserGym episode.
 test-faults: setup-test
-	CDP_TEST_FAULTS=all .venv/bin/python -m pytest -q --durations=10 -s tests/integration/test_fault_injection.py
+	CDP_TEST_FAULTS=all .venv/bin/python -m pytest -q --durations=10 -s tests/integration/test_fault_injection.py \
+		tests/integration/test_capture_browsergym.py::test_sigkill_mid_episode_leaves_completed_steps_readable
 
 # OpenHands at full length: V0's whole agent loop (run_infer.py then eval_infer.py on its output; `make test`
 # plays it through the OpenHands guide's example), a BrowserEnv episode with WEBARENA_CDP_LOGGING unset

@@ -42,6 +42,7 @@ from cdp_integration.errors import ReconstructedAnswerError, ReplayMissError
 from cdp_integration.evaluate.explain import combined_score
 from cdp_integration.evaluate.scoring import evaluate_session
 from cdp_integration.webarena import skip_evaluator_sleep, use_site_urls
+from tests.claims import false_claims
 from tests.conformance import apps, differential
 
 TASKS: list[dict[str, Any]] = json.loads((Path(__file__).with_name("tasks.json")).read_text())
@@ -400,6 +401,10 @@ def _judge(
         problems.append(f"{label}: the checks {result.checks} do not combine to the score {result.score}")
     if result.score == 0.0 and not any(not c["passed"] for c in result.checks):
         problems.append(f"{label}: scored 0 with no failed check")
+    if result.score == 0.0:  # the failure's class proves itself: each claim asked again of the evaluator
+        problems.extend(
+            f"{label}: {claim}" for claim in false_claims(session, None if mode == "recorded" else config)
+        )
     if expected == "miss":
         problems.append(f"{label}: expected a loud miss, got a (correct) score {result.score}")
     if result.provenance != mode:

@@ -237,7 +237,12 @@ KILL_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.skipif(
+    os.environ.get("CDP_TEST_FAULTS") != "all",
+    reason="make test-faults: make test kills captures mid-write and mid-call (test_fault_injection.py)",
+)
 def test_sigkill_mid_episode_leaves_completed_steps_readable(demo_site: DemoSite, tmp_path: Path) -> None:
+    """SIGKILL between two steps of a BrowserGym episode: the seven completed steps load."""
     demo_site.reset()
     proc = subprocess.Popen(
         [sys.executable, "-c", KILL_SCRIPT, demo_site.base_url, str(tmp_path), "7"],

@@ -22,6 +22,7 @@ from cdp_integration.evaluate.batch import score_directory
 from cdp_integration.evaluate.explain import ATTRIBUTION_CLASSES, combined_score
 from cdp_integration.evaluate.scoring import evaluate_session
 from cdp_integration.session.store import load_session
+from tests.claims import false_claims
 from tests.integration.corpus import corpus_task_ids
 
 
@@ -136,3 +137,17 @@ def test_reconstructed_checks_combine_to_the_score(episodes: list[DemoEpisode]) 
         assert combined_score(result.checks) == result.score, episode
     print(f"\nreconstructed: {scored} of {len(episodes)} episodes scored, the others a loud miss")
     assert scored
+
+
+def test_every_failure_claim_is_what_the_evaluator_says(
+    episodes: list[DemoEpisode], no_sockets: list[object]
+) -> None:
+    """The failure class of every failure trajectory of the corpus proves itself: each claim (the named
+    check at the named step, the unsaved value, the visible answer) asked again of the evaluator
+    (``tests/claims.py``), the earlier steps offline."""
+    wrong = {
+        f"{episode.task_id}.{episode.trajectory}": claims
+        for episode in episodes
+        if episode.trajectory == "failure" and (claims := false_claims(load_session(episode.session)))
+    }
+    assert wrong == {}

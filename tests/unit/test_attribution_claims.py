@@ -9,20 +9,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cdp_integration.errors import ReplayMissError
-from cdp_integration.evaluate.explain import find_check, form_satisfies, visible_match
-from cdp_integration.evaluate.scoring import evaluate_session, evaluate_step
-from cdp_integration.replay.actions import parse_action
-from cdp_integration.replay.text import visible_text
+from cdp_integration.evaluate.scoring import evaluate_session
 from cdp_integration.session import SessionEnd, Step, TabState, new_header
 from cdp_integration.session.models import FormControlState
 from cdp_integration.session.store import Session, load_session
+from tests.claims import false_claims
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sessions" / "v2"
 EXPECTED = json.loads((FIXTURES / "expected.json").read_text())
@@ -36,92 +32,13 @@ def _reconstructed(session: Session) -> Session:
     return dataclasses.replace(session, steps=steps, end=end)
 
 
-def _asked(session: Session, step: int, check: Mapping[str, Any]) -> bool | None:
-    """The check asked again at ``step`` as ``eval-at`` asks it: passed, failed, or None (a miss or
-    the check not made there)."""
-    try:
-        checks = evaluate_step(session, step).checks
-    except ReplayMissError:
-        return None
-    found = find_check(checks, check)
-    return None if found is None else bool(found["passed"])
-
-
-def _false_claims(session: Session) -> list[str]:
-    """Every claim of the session's attribution that the evaluator does not confirm."""
-    result = evaluate_session(session)
-    attribution = result.attribution
-    assert result.score == 0.0 and attribution is not None
-    final = session.final_step.index
-    failed = [c for c in result.checks if not c["passed"]]
-    timeline = attribution["timeline"]
-    assert [row["check"] for row in timeline] == [
-        f"{c['evaluator']}{'' if c['target'] is None else f'[{c["target"]}]'}"
-        + ("" if c["comparison"] == c["evaluator"] else f" {c['comparison']}")
-        for c in failed
-    ]
-    wrong: list[str] = []
-    for check, row in zip(failed, timeline, strict=True):
-        every = row["passed"] + row["failed"] + row["unknown"]
-        assert sorted(every) == sorted(set(every)) == [s.index for s in session.steps] or not any(
-            c["evaluator"] in ("url_match", "program_html") for c in [check]
-        )
-        for said, steps in ((True, row["passed"]), (False, row["failed"]), (None, row["unknown"])):
-            for step in steps:
-                got = _asked(session, step, check)
-                if got != said:
-                    wrong.append(f"{row['check']} at step {step}: claimed {said}, the evaluator says {got}")
-    klass, step, evidence = attribution["class"], attribution["step"], attribution["evidence"] or {}
-    row = next((r for r in timeline if r["check"] == attribution["check"]), None)
-    if attribution["rerun"] is not None and not attribution["rerun"].endswith(f" {step}"):
-        wrong.append(f"the rerun command {attribution['rerun']!r} does not ask step {step}")
-    if evidence.get("kind") == "asked":
-        check = failed[timeline.index(row)] if row is not None else failed[0]
-        if _asked(session, evidence["step"], check) is not evidence["passed"]:
-            wrong.append(
-                f"{klass}: {attribution['check']} at step {evidence['step']} is not {evidence['passed']}"
-            )
-    if klass == "state_undone":
-        assert row is not None
-        if step not in row["passed"] or final not in row["failed"]:
-            wrong.append(f"state_undone at {step}, but the check passed at {row['passed']}")
-    if klass == "state_not_saved":
-        assert row is not None and evidence["kind"] == "form"
-        check = failed[timeline.index(row)]
-        if row["passed"] or not form_satisfies(check["comparison"], check["expected"], evidence["value"]):
-            wrong.append(f"state_not_saved: {evidence['value']!r} does not pass {row['check']}")
-        typed = session.steps[evidence["step"]]
-        parsed = parse_action(typed.action)
-        in_action = (
-            parsed is not None and len(parsed.args) > 1 and evidence["value"] in map(str, parsed.args[1:])
-        )
-        in_form = any(
-            evidence["value"] in (c.value, *c.selected_text) for tab in typed.tabs for c in tab.form_state
-        )
-        if not (in_action or in_form):
-            wrong.append(f"state_not_saved: {evidence['value']!r} was not typed at step {evidence['step']}")
-    if klass == "answer_wrong" and evidence.get("kind") == "visible":
-        tabs = [t for t in session.steps[evidence["step"]].tabs if t.url == evidence["url"]]
-        if not any(visible_match(visible_text(t.html), evidence["expected"]) for t in tabs):
-            wrong.append(
-                f"answer_wrong: {evidence['expected']!r} is not visible text at step {evidence['step']}"
-            )
-    if klass == "state_not_reached" and row is not None:
-        start = session.steps[0].index if session.steps[0].trigger != "action" else None
-        if row["passed"] or set(row["unknown"]) - {start}:
-            wrong.append(f"state_not_reached, but {row['check']} passed at {row['passed']}")
-    if klass == "state_unknown" and (row is None or not row["unknown"] or row["passed"]):
-        wrong.append("state_unknown with every step answered")
-    return wrong
-
-
 def _ids(path: Path) -> str:
     return path.name.split(".session")[0]
 
 
 @pytest.mark.parametrize("path", FAILED, ids=_ids)
 def test_every_claim_on_a_failed_golden_session_is_what_the_evaluator_says(path: Path) -> None:
-    assert _false_claims(load_session(path)) == []
+    assert false_claims(load_session(path)) == []
 
 
 OFFLINE = [
@@ -136,7 +53,7 @@ the integration tests) and no LLM judge (its reply exists only in the recording)
 
 @pytest.mark.parametrize("path", OFFLINE, ids=_ids)
 def test_every_claim_holds_when_the_earlier_steps_are_asked_offline(path: Path) -> None:
-    assert _false_claims(_reconstructed(load_session(path))) == []
+    assert false_claims(_reconstructed(load_session(path))) == []
 
 
 # -- sessions made for one class each ------------------------------------------------------------
@@ -187,7 +104,7 @@ def test_a_typed_post_never_submitted_is_not_saved_not_undone() -> None:
     assert (
         result.attribution["step"] == 2 and result.attribution["evidence"]["value"] == "My electronics post"
     )
-    assert _false_claims(session) == []
+    assert false_claims(session) == []
 
 
 def test_a_port_in_base_href_is_not_the_expected_answer() -> None:
@@ -197,7 +114,7 @@ def test_a_port_in_base_href_is_not_the_expected_answer() -> None:
     result = evaluate_session(session)
     assert result.attribution is not None and result.attribution["class"] == "state_not_reached"
     assert "never visible" in result.attribution["reason"]
-    assert _false_claims(session) == []
+    assert false_claims(session) == []
 
 
 def test_content_on_an_earlier_page_that_the_check_never_passed_on_is_not_undone() -> None:
@@ -212,7 +129,7 @@ def test_content_on_an_earlier_page_that_the_check_never_passed_on_is_not_undone
     session = _session(steps, eval_)
     result = evaluate_session(session)
     assert result.attribution is not None and result.attribution["class"] != "state_undone"
-    assert _false_claims(session) == []
+    assert false_claims(session) == []
 
 
 def test_a_url_held_then_left_is_undone_at_the_last_step_it_held() -> None:
@@ -228,4 +145,4 @@ def test_a_url_held_then_left_is_undone_at_the_last_step_it_held() -> None:
     assert attribution is not None and (attribution["class"], attribution["step"]) == ("state_undone", 2)
     assert attribution["timeline"][0]["passed"] == [1, 2] and attribution["timeline"][0]["failed"] == [0, 3]
     assert attribution["rerun"] == "cdp-session eval-at SESSION 2"
-    assert _false_claims(session) == []
+    assert false_claims(session) == []
