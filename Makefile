@@ -82,7 +82,7 @@ test-browser-use: setup
 		tests/integration/test_browser_use.py tests/integration/test_browser_use_standins.py
 
 # Fault injection with every scenario (make test plays three: CDP errors, a hung tab, a crash with a full
-# disk): 21 demo episodes with CDP errors, closed, crashed, hung and navigated tabs, a full disk, and two
+# disk; and one SIGKILL, mid-write): 21 demo episodes with CDP errors, closed, crashed, hung and navigated tabs, a full disk, and two
 # SIGKILLs; and a SIGKILL between two steps of a BrowserGym episode.
 test-faults: setup-test
 	CDP_TEST_FAULTS=all .venv/bin/python -m pytest -q --durations=10 -s tests/integration/test_fault_injection.py \

@@ -35,9 +35,13 @@ GROUPS = {
     "tests/integration/test_openhands.py": "openhands",
     "tests/integration/test_openhands_v1.py": "openhands",
     "tests/integration/test_webarena_run_infer.py": "openhands",
+    "tests/integration/test_capture_browsergym.py": "bundled-episodes",
+    "tests/integration/test_debug_viewer.py": "bundled-episodes",
+    "tests/integration/test_replay_api_coverage.py": "bundled-episodes",
 }
-"""Modules that must not run at the same time: OpenHands writes ``/tmp/oh-server-url`` whatever
-TMPDIR says, and each of these checks it restores the file."""
+"""Modules that run in one worker, one after another: OpenHands writes ``/tmp/oh-server-url`` whatever
+TMPDIR says, and each of these checks it restores the file; the bundled-episode modules share the
+episodes ``viewer_sessions`` records once per worker."""
 
 SLOWEST_FIRST = (
     "tests/integration/test_openhands.py",

@@ -62,12 +62,14 @@ VIEWER_EPISODES = ("demo.search-and-review", "demo.feed-and-preferences")
 
 @pytest.fixture(scope="session")
 def viewer_sessions(demo_site: DemoSite, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Two bundled demo episodes captured with screenshots and every response body, once per test run
-    (the debug viewer shows them; the replay API coverage asks the final page of one)."""
+    """Two bundled demo episodes captured with screenshots, accessibility trees and every response body,
+    once per test worker (the debug viewer shows them; the replay API coverage asks the final page of
+    one; the BrowserGym capture tests check them with the other bundled episodes). The modules that use
+    them run in one worker (``GROUPS`` in ``tests/conftest.py``)."""
     from cdp_integration.demo.agent import load_episodes, run_episode
 
     out = tmp_path_factory.mktemp("viewer-sessions")
-    options = {"screenshot": True, "response_bodies": "all"}
+    options = {"screenshot": True, "accessibility_tree": True, "response_bodies": "all"}
     return {
         episode.id: run_episode(
             episode, demo_site.base_url, out, logger_options=options, reset=demo_site.reset

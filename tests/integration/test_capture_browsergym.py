@@ -33,13 +33,18 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def sessions(demo_site: DemoSite, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Session]:
+def sessions(
+    demo_site: DemoSite, viewer_sessions: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Session]:
+    """Every bundled episode: the viewer's two (captured with screenshots, accessibility trees and every
+    response body) and the others played here with the logger's defaults."""
     out = tmp_path_factory.mktemp("sessions")
     result = {}
     for episode in load_episodes():
-        result[episode.id] = load_session(
-            run_episode(episode, demo_site.base_url, out, reset=demo_site.reset)
+        path = viewer_sessions.get(episode.id) or run_episode(
+            episode, demo_site.base_url, out, reset=demo_site.reset
         )
+        result[episode.id] = load_session(path)
     return result
 
 
@@ -272,16 +277,8 @@ def with_group_killed(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def test_screenshot_option_stores_png(demo_site: DemoSite, tmp_path: Path) -> None:
-    episode = next(e for e in load_episodes() if e.id == "demo.feed-and-preferences")
-    path = run_episode(
-        episode,
-        demo_site.base_url,
-        tmp_path,
-        logger_options={"screenshot": True, "accessibility_tree": True, "dom": "active_tab"},
-        reset=demo_site.reset,
-    )
-    step = load_session(path).steps[1]
+def test_screenshot_and_accessibility_tree_options(viewer_sessions: dict[str, Path]) -> None:
+    step = load_session(viewer_sessions["demo.feed-and-preferences"]).steps[1]
     assert base64.b64decode(step.active_tab.screenshot_png).startswith(b"\x89PNG")
     assert step.active_tab.ax_tree and step.active_tab.ax_tree["nodes"]
 
@@ -297,6 +294,7 @@ def test_an_action_browsergym_could_not_carry_out_is_loud_and_played_again(
     """
     assert agent.EPISODE_ATTEMPTS == 3
     monkeypatch.setattr(agent, "EPISODE_ATTEMPTS", 2)
+    monkeypatch.setattr(agent, "ACTION_TIMEOUT_MS", 1_000)  # Playwright waits that long for an editable heading
     episode = Episode("demo.fill-a-heading", "an action that cannot be done", (("fill", "#page-title", "x"),))
     resets: list[int] = []
 
