@@ -571,14 +571,18 @@ def test_every_captured_step_is_readable(outcomes: list[Outcome]) -> None:
 
 
 def test_an_unresponsive_tab_costs_one_timeout_per_capture(outcomes: list[Outcome]) -> None:
-    """After one timeout the tab's other commands fail at once; a crashed tab is not waited for again."""
+    """After one timeout the tab's other commands fail at once; a crashed tab is not waited for again.
+
+    A capture's own work is measured by the same episode's captures without a fault (a loaded machine
+    slows both alike): a hung tab adds one timeout to it, not one per command (three here)."""
     for o in outcomes:
         assert o.session is not None
+        ordinary = max((s.capture_ms for s in o.session.steps if not s.faults), default=0.0)
         for step in o.session.steps:
-            assert step.capture_ms < 2 * CDP_TIMEOUT_MS, (o.scenario.name, step.index)
+            assert step.capture_ms < ordinary + 2 * CDP_TIMEOUT_MS, (o.scenario.name, step.index, ordinary)
             types = {f.error_type for f in step.faults}
             if "TargetCrashed" in types and "TimeoutError" not in types:  # crashed before this capture
-                assert step.capture_ms < CDP_TIMEOUT_MS, (o.scenario.name, step.index)
+                assert step.capture_ms < ordinary + CDP_TIMEOUT_MS, (o.scenario.name, step.index, ordinary)
 
 
 def test_each_injected_fault_is_recorded_where_it_happened(outcomes: list[Outcome]) -> None:
