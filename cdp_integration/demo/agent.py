@@ -180,7 +180,7 @@ def _play(
         headless=headless,
         slow_mo=0,
         wait_for_user_message=False,
-        action_mapping=patient_action_mapping(ACTION_TIMEOUT_MS),
+        action_mapping=patient_action_mapping(),
     )
     logger = CDPSessionLogger(session_dir, instance_id=episode.id, **(logger_options or {}))
     logger.task["description"] = episode.description

@@ -294,8 +294,6 @@ def test_an_action_browsergym_could_not_carry_out_is_loud_and_played_again(
     """
     assert agent.EPISODE_ATTEMPTS == 3
     monkeypatch.setattr(agent, "EPISODE_ATTEMPTS", 2)
-    # Playwright waits that long for the heading to become editable
-    monkeypatch.setattr(agent, "ACTION_TIMEOUT_MS", 1_000)
     episode = Episode("demo.fill-a-heading", "an action that cannot be done", (("fill", "#page-title", "x"),))
     resets: list[int] = []
 
