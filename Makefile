@@ -52,12 +52,13 @@ test-webarena: setup-test
 # Imports of other tools' recordings at full size: Playwright traces of every demo task (the corpus
 # traces them all), a real AgentLab study (AgentLab 0.4.2 in .cache/agentlab, see scripts/agentlab.sh),
 # and 12 browser-use histories (`make test` imports 6: each run costs ~20 s); the whole corpus as a dataset
-# (export-dataset, load_dataset, import dataset, eval: every row scores as live, no secret in the folder).
+# (export-dataset, load_dataset, import dataset, eval: every row scores as live, no secret in the folder);
+# and the parity of all 90 corpus episodes, every failure's class claims asked again of the evaluator.
 test-imports: setup-test
 	scripts/agentlab.sh
 	CDP_TEST_IMPORTS_FULL=1 CDP_TEST_AGENTLAB=1 .venv/bin/python -m pytest -q --durations=10 -s \
 		tests/integration/test_imports.py tests/integration/test_import_agentlab.py \
-		tests/integration/test_dataset_roundtrip.py
+		tests/integration/test_dataset_roundtrip.py tests/integration/test_parity.py
 	CDP_TEST_IMPORTS_FULL=1 .venv/bin/python -m pytest -q --durations=10 -s tests/integration/test_browser_use.py \
 		-k "imported_histories or offline_score"
 

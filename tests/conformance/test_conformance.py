@@ -64,10 +64,11 @@ pytestmark = [pytest.mark.integration]
 
 ALL_VARIABLE = "CDP_TEST_CONFORMANCE"
 """``all``: also the tasks marked ``opt_in`` in tasks.json (`make test-conformance`). `make test` keeps
-to the tasks that each exercise a different mechanism on each application (every evaluation type, a
-sign-in and a save, a script-driven change, form state, a second tab): a TiddlyWiki step captures a
-2.6 MB page twice (both loggers), so its ten episodes alone took about as long as the 22 of DokuWiki
-and Trac, and the opt-in ones repeat a mechanism another task already covers."""
+to six tasks, each exercising a different mechanism on each application (every evaluation type, a
+sign-in and a save, a script-driven change, a save through a single-page app's API, a second tab, a
+link followed in hash routes): a TiddlyWiki step captures a 2.6 MB page twice (both loggers), so its
+unsaved-editor task alone took 40-90 s; unsaved forms are in ``make test`` through the trajectory
+generator and ``test_form_state.py``."""
 
 
 def _cases() -> Iterator[Any]:
