@@ -570,6 +570,10 @@ def test_every_captured_step_is_readable(outcomes: list[Outcome]) -> None:
         assert len(exchanges) == len(set(exchanges)), f"{o.scenario.name}: a request recorded twice"
 
 
+@pytest.mark.skipif(
+    not FULL,
+    reason="make test-faults: a wall-clock bound, which 2 of 5 loaded clean runs of make test missed (4-5 s)",
+)
 def test_an_unresponsive_tab_costs_one_timeout_per_capture(outcomes: list[Outcome]) -> None:
     """After one timeout the tab's other commands fail at once; a crashed tab is not waited for again.
 
