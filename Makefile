@@ -1,7 +1,7 @@
 # The two commands of the README: `make demo` and `make test`. Each sets up what its job needs first
 # (scripts/setup.sh core|test|docs|conformance): `make demo` installs no test tool and no conformance app.
 .PHONY: test-fresh-machine setup setup-demo setup-test setup-docs setup-conformance demo test docs test-webarena test-imports trace-corpus test-agentlab test-browser-use \
-	test-conformance test-faults test-openhands test-hostile check-fidelity check-wheel bench bench-webarena bench-ray test-ray lint
+	test-conformance test-faults test-openhands test-hostile check-fidelity check-fidelity-browser-use check-wheel bench bench-webarena bench-ray test-ray lint
 
 setup:
 	@scripts/setup.sh all
@@ -80,7 +80,8 @@ test-agentlab: setup
 test-browser-use: setup
 	scripts/setup_browser_use.sh
 	CDP_TEST_BROWSER_USE_STANDINS=1 .venv-bu013/bin/python -m pytest -q --durations=10 \
-		tests/integration/test_browser_use.py tests/integration/test_browser_use_standins.py
+		tests/integration/test_browser_use.py tests/integration/test_browser_use_standins.py \
+		tests/integration/test_trajectories_browser_use.py
 
 # Fault injection with every scenario (make test plays three: CDP errors, a hung tab, a crash with a full
 # disk; and one SIGKILL, mid-write): 21 demo episodes with CDP errors, closed, crashed, hung and navigated tabs, a full disk, and two
@@ -124,6 +125,13 @@ check-fidelity: setup-test
 	.venv/bin/python scripts/differential_check.py $(FIDELITY_ARGS) || status=1; \
 	.venv/bin/python scripts/trajectory_check.py $(TRAJECTORY_ARGS) || status=1; \
 	exit $$status
+
+# Generated trajectories played by a real browser_use.Agent (browser-use 0.13, .venv-bu013) on the bundled
+# site and the demo shop, judged like check-fidelity's.
+BROWSER_USE_TRAJECTORY_ARGS ?= --episodes 60
+check-fidelity-browser-use: setup-test
+	scripts/setup_browser_use.sh
+	.venv-bu013/bin/python scripts/trajectory_check.py --apps browser_use,browser_use_demo $(BROWSER_USE_TRAJECTORY_ARGS)
 
 # A plain-pip install of the built wheel in a fresh venv scores the golden sessions (needs PyPI).
 check-wheel:

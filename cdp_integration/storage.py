@@ -58,7 +58,7 @@ MAX_DOWNLOAD_BYTES = 1024**3
 """The largest object ``local_copy`` reads (a session file is refused past 1 GB decompressed anyway);
 ``CDP_STORAGE_MAX_BYTES`` overrides it."""
 MAX_LISTED = 1_000_000
-"""At most this many objects under one prefix are listed."""
+"""At most this many objects and folders under one location are listed (``find``), matching or not."""
 PROTOCOLS = ("s3", "s3a", "gs", "gcs", "file")
 """The URL schemes a location may have; anything else fsspec knows is refused (see the module's doc)."""
 CONNECT_TIMEOUT_S = 10.0
@@ -311,27 +311,35 @@ def local_copy(location: str | os.PathLike[str], *, max_bytes: int | None = None
 
 
 def find(location: str, suffixes: tuple[str, ...]) -> list[str]:
-    """Object names under ``location`` (relative, ``/``-separated, sorted) ending in one of ``suffixes``;
-    at most ``MAX_LISTED``."""
+    """Object names under ``location`` (relative, ``/``-separated, sorted) ending in one of ``suffixes``.
+
+    Listed one folder (prefix) at a time, and refused once more than ``MAX_LISTED`` objects and folders
+    have been seen, matching or not: a bucket holding millions of objects is refused while listing,
+    not after the whole listing has been held."""
     fs, key = _filesystem(location)
     root = key.rstrip("/")
+    names: list[str] = []
+    seen = 0
     try:
-        found = fs.find(root, maxdepth=None)
+        for folder, folders, files in fs.walk(root, maxdepth=None, on_error="raise"):
+            seen += len(folders) + len(files)
+            if seen > MAX_LISTED:
+                raise SessionFormatError(
+                    f"{_shown(location)}: more than {MAX_LISTED} objects listed; refused"
+                )
+            prefix = str(folder)[len(root) :].strip("/")
+            for name in files:
+                relative = f"{prefix}/{name}" if prefix else str(name)
+                if relative.endswith(suffixes) and ".." not in relative.split("/"):
+                    names.append(relative)
     except FileNotFoundError:
         return []
+    except SessionFormatError:
+        raise
     except Exception as exc:  # the driver's errors, whatever their class
         raise EnvironmentSetupError(
             f"{_shown(location)}: storage not reachable ({_short(exc, location)})"
         ) from None
-    names = []
-    for name in found if isinstance(found, list) else ():
-        relative = str(name)[len(root) :].lstrip("/")
-        if relative.endswith(suffixes) and ".." not in relative.split("/"):
-            names.append(relative)
-            if len(names) > MAX_LISTED:
-                raise SessionFormatError(
-                    f"{_shown(location)}: more than {MAX_LISTED} objects listed; refused"
-                )
     return sorted(names)
 
 

@@ -37,6 +37,25 @@ WEIGHTS = {"bundled": 3.0, "browsergym": 1.0, "cdp_attach": 1.0, "demo": 1.5}
 """Each app's share of the episodes (a conformance app: 1)."""
 
 
+BROWSER_USE = {"browser_use": "bundled", "browser_use_demo": "demo"}
+"""Apps played by a real ``browser_use.Agent`` (browser-use 0.13, ``make check-fidelity-browser-use``),
+and the site each plays on."""
+
+
+def _browser_use_missing() -> str | None:
+    """Why browser-use cannot play here (None: it can)."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("browser-use")
+    except metadata.PackageNotFoundError:
+        return "browser-use is not installed (make check-fidelity-browser-use)"
+    major, minor = (int(part) for part in version.split(".")[:2])
+    if (major, minor) < (0, 13):
+        return f"needs browser-use 0.13, this environment has {version} (make check-fidelity-browser-use)"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -57,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     from tests.conformance import sources
 
     conformance = {source.name: source for source in sources.conformance_sources()}
-    known = ["bundled", "browsergym", "cdp_attach", "demo", *conformance]
+    known = ["bundled", "browsergym", "cdp_attach", "demo", *BROWSER_USE, *conformance]
     wanted = [name for name in args.apps.split(",") if name] or known
     unknown = [name for name in wanted if name not in known]
     if unknown:
@@ -69,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     available = []
     for name in wanted:
         reason = conformance[name].missing() if name in conformance else None
+        if name in BROWSER_USE:
+            reason = _browser_use_missing()
         if reason:
             print(f"{name}: skipped ({reason})", flush=True)
         else:
@@ -146,6 +167,23 @@ def _site(name: str, conformance: dict[str, Any], workdir: Path) -> Iterator[tup
                 trajectories.Site(name, base, bundled=True, start="/"),
                 lambda site, out, seed, questions: trajectories.play_browsergym_episode(
                     site.url, out, seed=seed, questions_per_episode=questions
+                ),
+            )
+        return
+    if name in BROWSER_USE:
+        from tests.trajectories_browser_use import browser_use_environment, play_browser_use_episode
+
+        playwright = browsergym.core._get_global_playwright()
+        with browser_use_environment(), contextlib.ExitStack() as stack:
+            if BROWSER_USE[name] == "bundled":
+                site = trajectories.Site(name, stack.enter_context(bundled_site()), bundled=True, start="/")
+            else:
+                app = stack.enter_context(sources.demo_source().running(workdir))
+                site = trajectories.Site(name, app.url, start="/")
+            yield (
+                site,
+                lambda site, out, seed, questions: play_browser_use_episode(
+                    playwright, site, out, seed=seed, questions_per_episode=questions
                 ),
             )
         return

@@ -66,6 +66,10 @@ def browser_session_for(cdp_url: str, scratch_dir: str | Path, **profile: Any) -
     """A browser-use ``BrowserSession`` that connects to the running Chromium at ``cdp_url``.
 
     ``keep_alive``: browser-use must not close the browser we (or the caller) own when its agent ends.
+    ``highlight_elements`` is off: browser-use draws a fading overlay into the page after each
+    interaction (gone about 1.3 s later), which a capture right after the step would record as the
+    page's own content, and which a live evaluator may or may not see depending on when it runs. Pass
+    ``highlight_elements=True`` to have it anyway.
     ``scratch_dir``: where its downloads and (unused with ``cdp_url``) profile directories go; left
     unset, browser-use makes new ones under ``/tmp`` and never removes them. ``profile``: further
     ``BrowserProfile`` fields.
@@ -77,6 +81,7 @@ def browser_session_for(cdp_url: str, scratch_dir: str | Path, **profile: Any) -
         "keep_alive": True,
         "downloads_path": scratch / "downloads",
         "user_data_dir": scratch / "profile",
+        "highlight_elements": False,
     }
     return browser_use.BrowserSession(browser_profile=browser_use.BrowserProfile(**(settings | profile)))
 

@@ -316,6 +316,49 @@ def test_a_pool_url_with_credentials_is_shown_and_written_without_them(tmp_path:
     assert victim.read_text() == "untouched"
 
 
+def test_a_resumed_run_reads_output_jsonl_through_the_hardened_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Resuming reads the ids already done: a planted symlink is refused (never read through), a FIFO
+    never blocks, an over-long line is refused before it is held, and lines that are not a JSON object
+    with a string ``instance_id`` are skipped."""
+    from task_runner import done_instances
+
+    from cdp_integration.errors import SessionFormatError
+
+    out = tmp_path / "run"
+    out.mkdir()
+    output = out / "output.jsonl"
+    assert done_instances(output) == set()
+    output.write_text(
+        '{"instance_id": "webarena.1"}\n[1]\n{"instance_id": 2}\nnot json\n{"x": 1}\n'
+        + "[" * 100_000
+        + "\n"
+        + '{"instance_id": "webarena.3"}'
+    )
+    assert done_instances(output) == {"webarena.1", "webarena.3"}
+
+    secret = tmp_path / "secret.jsonl"
+    secret.write_text('{"instance_id": "stolen"}\n')
+    output.unlink()
+    output.symlink_to(secret)
+    with pytest.raises(SessionFormatError, match="symbolic link"):
+        done_instances(output)
+    output.unlink()
+    output.symlink_to(tmp_path / "nowhere")  # dangling: still a planted link, still refused
+    with pytest.raises(SessionFormatError, match="symbolic link"):
+        done_instances(output)
+    output.unlink()
+    os.mkfifo(output)
+    with pytest.raises(SessionFormatError, match="not a regular file"):
+        done_instances(output)
+    output.unlink()
+    monkeypatch.setenv("CDP_SESSION_MAX_RECORD_BYTES", "100000")
+    output.write_bytes(b'{"instance_id": "' + b"a" * 200_000)
+    with pytest.raises(SessionFormatError, match="longer than"):
+        done_instances(output)
+
+
 def test_the_pool_help_says_a_pool_file_is_code() -> None:
     run = subprocess.run(
         [sys.executable, str(SCRIPTS / "run_infer.py"), "--help"],

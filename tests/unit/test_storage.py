@@ -84,6 +84,29 @@ def test_upload_find_and_a_bounded_local_copy(s3: MotoS3, tmp_path: Path) -> Non
             del os.environ["CDP_STORAGE_MAX_BYTES"]
 
 
+def test_a_listing_is_refused_while_it_is_read_once_it_passes_the_bound(
+    s3: MotoS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every object and folder seen counts, matching or not: a store full of other objects is refused
+    during the walk, before the rest of its listing is held."""
+    source = tmp_path / "x.txt"
+    source.write_bytes(b"x")
+    local = tmp_path / "tree"
+    for number in range(6):
+        storage.upload(source, s3.url("t2", f"d{number % 2}", f"other{number}.txt"))
+        (local / f"d{number % 2}").mkdir(parents=True, exist_ok=True)
+        (local / f"d{number % 2}" / f"other{number}.txt").write_bytes(b"x")
+    storage.upload(source, s3.url("t2", "d1", "deep", "one.session.jsonl.gz"))
+    (local / "d1" / "deep").mkdir()
+    (local / "d1" / "deep" / "one.session.jsonl.gz").write_bytes(b"x")
+    for where in (s3.url("t2"), f"file://{local}"):
+        assert storage.find(where, (".session.jsonl.gz",)) == ["d1/deep/one.session.jsonl.gz"]
+        monkeypatch.setattr(storage, "MAX_LISTED", 5)
+        with pytest.raises(SessionFormatError, match="more than 5 objects listed; refused"):
+            storage.find(where, (".session.jsonl.gz",))
+        monkeypatch.undo()
+
+
 def test_a_local_upload_replaces_the_file_whole(tmp_path: Path) -> None:
     source = tmp_path / "new"
     source.write_text("new")

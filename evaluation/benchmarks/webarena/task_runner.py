@@ -46,8 +46,9 @@ from cdp_integration.demo.tasks import (
 )
 from cdp_integration.deployment import WebArenaTaskSpec
 from cdp_integration.errors import redact_credentials
+from cdp_integration.session.limits import SessionLimits
 from cdp_integration.session.store import SESSION_SUFFIX
-from cdp_integration.session.untrusted import open_output
+from cdp_integration.session.untrusted import iter_file_lines, open_input, open_output
 from cdp_integration.webarena import substitute_placeholders
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -365,12 +366,20 @@ def append_line(output: Path, line: dict[str, Any]) -> None:
 
 
 def done_instances(output: Path) -> set[str]:
-    """The instance ids ``output.jsonl`` has a line for (a resumed run skips them)."""
-    done = set()
-    if output.exists():
-        for line in output.read_text().splitlines():
-            with contextlib.suppress(ValueError, KeyError, TypeError):
-                done.add(json.loads(line)["instance_id"])
+    """The instance ids ``output.jsonl`` has a line for (a resumed run skips them): read through the
+    hardened reader (a symlink planted there is refused, never followed; a line longer than a session
+    record is refused before it is held; a line that is not a JSON object with a string id is skipped)."""
+    done: set[str] = set()
+    if not output.exists() and not output.is_symlink():
+        return done
+    fd = open_input(output, root=output.parent, what="output.jsonl")
+    with os.fdopen(fd, "rb") as file:
+        limit = SessionLimits.from_env().max_record_bytes
+        for line in iter_file_lines(file, max_line=limit, source=str(output)):
+            with contextlib.suppress(ValueError, KeyError, TypeError, RecursionError):
+                instance = json.loads(line)["instance_id"]
+                if isinstance(instance, str):
+                    done.add(instance)
     return done
 
 
