@@ -235,7 +235,7 @@ def test_viewer_steps_through_the_episode_in_chromium(
         assert page.get_attribute("#screenshot", "src").startswith("data:image/png;base64,")  # type: ignore[union-attr]
 
         # the captured DOM: one sandboxed iframe (only the selected step's), scripts and URLs gone
-        expect(page.locator("iframe")).to_have_count(1)
+        expect(page.locator("#step iframe")).to_have_count(1)
         frame = page.locator("#dom-frame")
         assert frame.get_attribute("sandbox") == ""
         srcdoc = frame.get_attribute("srcdoc") or ""
@@ -259,7 +259,7 @@ def test_viewer_steps_through_the_episode_in_chromium(
         expect(target).to_have_text("Submit Review")
         page.click("button[data-mode=text]")
         expect(page.locator("#visible-text")).to_contain_text("Title [Great mug]")
-        expect(page.locator("iframe")).to_have_count(0)
+        expect(page.locator("#step iframe")).to_have_count(0)
         page.click("button[data-mode=dom]")
 
         page.keyboard.press("j")
@@ -321,6 +321,52 @@ def test_viewer_shows_why_a_failing_demo_episode_scored_0(browser: Browser, tmp_
     assert network == [], f"the viewer tried to fetch {network}"
 
 
+def test_the_filmstrip_draws_each_steps_page_and_steps_through_it(browser: Browser, tmp_path: Path) -> None:
+    """Without screenshots (the logger's default), each step's thumbnail is its captured page drawn
+    small, sandboxed like the main view; a click or the keyboard moves through the steps, and the
+    page opens at its own size."""
+    html = tmp_path / "filmstrip.html"
+    session = GOLDEN / "10024.failure.session.jsonl.gz"
+    steps = len(load_session(session).steps)
+    cdp_session("view", session, "-o", html)
+    network: list[str] = []
+    page, _ = open_viewer(browser, html, network)
+    ARTIFACTS.mkdir(exist_ok=True)
+    try:
+        thumbs = page.locator("#filmstrip .thumb")
+        expect(thumbs).to_have_count(steps)
+        expect(thumbs.first).to_have_class(re.compile("selected"))
+        expect(page.locator("#screenshot")).to_have_count(0)  # no screenshot pane without one
+        expect(page.locator("#screenshot-missing")).to_be_visible()
+        third = page.locator('#filmstrip .thumb[data-step="3"]')
+        frame = third.locator("iframe")
+        expect(frame).to_have_count(1)
+        assert frame.get_attribute("sandbox") == ""
+        srcdoc = frame.get_attribute("srcdoc") or ""
+        assert "<script" not in srcdoc and "Content-Security-Policy" in srcdoc
+        drawn = page.frame_locator('#filmstrip .thumb[data-step="3"] iframe').locator("h1")
+        expect(drawn).to_have_text("Edit Bluetooth Portable Speaker")
+        third.click()
+        expect(page.frame_locator("#dom-frame").locator("h1")).to_have_text(drawn.inner_text())
+        expect(page.locator("#timeline li.selected")).to_have_attribute("data-step", "3")
+        expect(third).to_have_attribute("aria-selected", "true")
+        page.keyboard.press("ArrowLeft")
+        expect(page.locator('#filmstrip .thumb[data-step="2"]')).to_have_class(re.compile("selected"))
+        expect(third).not_to_have_class(re.compile("selected"))
+        page.keyboard.press("ArrowRight")
+        scaled = page.locator("#dom-frame").evaluate("e => e.style.transform")
+        page.keyboard.press("f")
+        expect(page.locator("#full-size")).to_have_class(re.compile("on"))
+        expect(page.locator("#dom-frame")).to_have_attribute("style", re.compile(r"scale\(1\)"))
+        assert scaled != "scale(1)", scaled  # it was scaled to fit before
+        page.screenshot(path=ARTIFACTS / "viewer-filmstrip.png")
+        page.locator("#full-size").click()
+        expect(page.locator("#full-size")).not_to_have_class(re.compile("on"))
+    finally:
+        page.close()
+    assert network == [], f"the viewer tried to fetch {network}"
+
+
 def test_a_30_step_episode_opens_and_reaches_its_last_step(
     sessions: dict[str, Path], browser: Browser, tmp_path: Path
 ) -> None:
@@ -347,7 +393,13 @@ def test_a_30_step_episode_opens_and_reaches_its_last_step(
         expect(page.locator("#timeline li")).to_have_count(30)
         page.keyboard.press("End")
         expect(page.locator("#timeline li.selected")).to_have_attribute("data-step", "29")
-        expect(page.locator("iframe")).to_have_count(1)
+        expect(page.locator("#step iframe")).to_have_count(1)
+        # the filmstrip draws only what is in view: not 30 pages at once
+        expect(page.locator("#filmstrip .thumb")).to_have_count(30)
+        expect(page.locator('#filmstrip .thumb[data-step="29"]')).to_have_class(re.compile("selected"))
+        expect(page.locator('#filmstrip .thumb[data-step="29"] .shot img')).to_have_count(1)
+        drawn = page.locator("#filmstrip .shot[data-drawn]").count()
+        assert 0 < drawn < 30, drawn
     finally:
         page.close()
     size = html.stat().st_size
