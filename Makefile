@@ -1,6 +1,6 @@
 # The two commands of the README: `make demo` and `make test`. Each sets up what its job needs first
 # (scripts/setup.sh core|test|docs|conformance): `make demo` installs no test tool and no conformance app.
-.PHONY: test-fresh-machine setup setup-demo setup-test setup-docs setup-conformance demo test docs test-webarena test-imports trace-corpus test-agentlab test-browser-use \
+.PHONY: test-fresh-machine setup setup-demo setup-test setup-docs setup-bench setup-conformance demo test docs test-webarena test-imports trace-corpus test-agentlab test-browser-use \
 	test-conformance test-faults test-openhands test-hostile check-fidelity check-fidelity-browser-use check-wheel bench bench-webarena bench-ray test-ray lint
 
 setup:
@@ -11,6 +11,8 @@ setup-test:
 	@scripts/setup.sh test
 setup-docs:
 	@scripts/setup.sh docs
+setup-bench:
+	@scripts/setup.sh bench
 setup-conformance:
 	@scripts/setup.sh conformance
 
@@ -141,7 +143,7 @@ check-wheel:
 # The results go to docs/benchmarks/latest.md (and latest.json), which the docs' Benchmarks page includes.
 # BENCH_ARGS="--only cli_startup eval_throughput" runs a subset (the others are listed as not run).
 BENCH_ARGS ?=
-bench: setup-demo
+bench: setup-bench
 	.venv/bin/python benchmarks/run_all.py $(BENCH_ARGS)
 
 # run_infer --backend ray over a pool of two stand-in deployments on a 2-node Ray cluster on this machine,

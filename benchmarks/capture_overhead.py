@@ -588,6 +588,10 @@ def main(argv: list[str] | None = None) -> int:
                 pw, site.base_url, session_root, 1, max(2, args.big_captures // 2),
                 label="own-dom", own_dom_snapshot=True,
             )  # fmt: skip
+            progress("captures: plain page with screenshot=True")
+            shot_demo, _ = plain_captures(
+                pw, site.base_url, session_root, args.captures, 2, label="screenshot", screenshot=True
+            )  # fmt: skip
             progress("captures: navigating steps of an SPA filled over XHR")
             spa = spa_navigation.spa_captures(pw, session_root, args.spa_navigations)
             plain_demo, plain_big = captures["plain Playwright page"]
@@ -664,6 +668,21 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"  10k page, plain page:       per-step growth of *.partial: mean "
         f"{mean([float(b) for b in plain_big.step_bytes]) / 1024:.1f}  max {max(plain_big.step_bytes) / 1024:.1f}"
+    )
+    print(
+        "\n[screenshots] what screenshot=True (a PNG of the current tab per step, off by default) adds, "
+        "plain page, demo pages"
+    )
+    print(f"  {'':34}{'capture_ms p50':>15}{'p95':>9}{'stored KiB/step mean':>22}")
+    for name, times in (("default options", plain_demo), ("screenshot=True", shot_demo)):
+        print(
+            f"  {name:34}{fmt_ms(p50(times.capture_ms)):>15}{fmt_ms(p95(times.capture_ms)):>9}"
+            f"{mean([float(b) for b in times.step_bytes]) / 1024:>22.1f}"
+        )
+    print(
+        f"  screenshot=True adds {p50(shot_demo.capture_ms) - p50(plain_demo.capture_ms):+.1f} ms at p50 and "
+        f"{(mean([float(b) for b in shot_demo.step_bytes]) - mean([float(b) for b in plain_demo.step_bytes])) / 1024:+.1f}"
+        " KiB per step"
     )
     print(
         f"\n[offline scoring, reconstructed program_html answer, warm sandbox] ms: n {len(reconstructed)}  "

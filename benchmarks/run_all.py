@@ -46,6 +46,11 @@ BENCHMARKS = (
         "what capture adds to an episode's steps",
     ),
     Benchmark(
+        "real_spa",
+        ("benchmarks/real_spa.py",),
+        "capture on a real single-page app (TiddlyWiki): full-page loads and in-app route changes",
+    ),
+    Benchmark(
         "inline_data_page",
         ("benchmarks/inline_data_page.py", "--quiet"),
         "capture of a page with megabytes of inline data",

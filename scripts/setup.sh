@@ -5,6 +5,8 @@
 #                                 locked dependencies, the data third-party code expects (Playwright
 #                                 browser layout, NLTK punkt_tab). No test tools, no conformance apps.
 #   scripts/setup.sh docs         make docs: the .venv with the docs group (MkDocs, Material, mkdocstrings).
+#   scripts/setup.sh bench        make bench: core, plus Node and TiddlyWiki (the real single-page app the
+#                                 capture benchmarks load).
 #   scripts/setup.sh conformance  the real applications of tests/conformance (DokuWiki + PHP, Trac,
 #                                 TiddlyWiki + Node, Django) in .cache/apps.
 #   scripts/setup.sh test         make test: all of the above, plus tmux and kiwix-tools/zim-tools (the
@@ -14,11 +16,11 @@
 #                                 starts with this; tests/integration/test_fresh_machine.py checks it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-USAGE="usage: $0 [core|docs|conformance|test|all] | $0 system JOB"
+USAGE="usage: $0 [core|docs|bench|conformance|test|all] | $0 system JOB"
 SYSTEM_ONLY=""
 if [ "${1:-}" = system ]; then SYSTEM_ONLY=1; shift; [ $# -eq 1 ] || { echo "$USAGE" >&2; exit 2; }; fi
 JOB="${1:-all}"
-case "$JOB" in core|docs|conformance|test|all) ;; *) echo "$USAGE" >&2; exit 2 ;; esac
+case "$JOB" in core|docs|bench|conformance|test|all) ;; *) echo "$USAGE" >&2; exit 2 ;; esac
 
 apt_install() {  # apt_install PACKAGE...: from Debian, without recommends
   echo "setup: installing $* from Debian"
@@ -61,7 +63,7 @@ have() { command -v "$1" >/dev/null 2>&1; }
 # is named after a program: `command -v chromium` would find the function itself.
 debian_needs() {
   local need=()
-  case "$1" in core|conformance|test|all) [ -x /usr/lib/chromium/chromium ] || need+=(chromium) ;; esac
+  case "$1" in core|bench|conformance|test|all) [ -x /usr/lib/chromium/chromium ] || need+=(chromium) ;; esac
   case "$1" in test|all)
     have tmux || need+=(tmux)
     # the WebArena stand-ins' wikipedia is the real software WebArena uses: kiwix-serve over a ZIM we build
@@ -72,6 +74,9 @@ debian_needs() {
   case "$1" in conformance|test|all)
     # DokuWiki, served by PHP's built-in server (php-cgi satisfies the php package without Apache)
     { [ -f /usr/share/dokuwiki/doku.php ] && have php && have php-cgi; } || need+=(php-cli php-cgi php-xml dokuwiki)
+    ;;
+  esac
+  case "$1" in bench|conformance|test|all)
     # TiddlyWiki and docsify from npm, served by Node
     { have node && have npm; } || need+=(nodejs npm)
     ;;
@@ -108,6 +113,13 @@ test_tools() {
     --project evaluation/benchmarks/webarena/v1env
 }
 
+tiddlywiki_app() {  # TiddlyWiki from npm (node and npm from Debian), once into .cache/apps/tiddlywiki
+  if [ ! -f .cache/apps/tiddlywiki/node_modules/tiddlywiki/tiddlywiki.js ]; then
+    echo "setup: installing TiddlyWiki from npm into .cache/apps/tiddlywiki"
+    npm install --prefix .cache/apps/tiddlywiki --no-audit --no-fund --loglevel=error "tiddlywiki@5.4.1" >/dev/null
+  fi
+}
+
 conformance_apps() {
   need_uv
   # The real applications of the conformance suite (tests/conformance): DokuWiki from Debian (served by
@@ -132,10 +144,7 @@ conformance_apps() {
   # Two more for the conformance suite: TiddlyWiki from npm (a single-page application served by its own
   # Node server; node and npm from Debian) and Django from PyPI with the waitress WSGI server (the admin of
   # the small site in tests/conformance/django_site), each installed once into .cache/apps.
-  if [ ! -f "$APPS/tiddlywiki/node_modules/tiddlywiki/tiddlywiki.js" ]; then
-    echo "setup: installing TiddlyWiki from npm into $APPS/tiddlywiki (conformance suite)"
-    npm install --prefix "$APPS/tiddlywiki" --no-audit --no-fund --loglevel=error "tiddlywiki@5.4.1" >/dev/null
-  fi
+  tiddlywiki_app
   if [ ! -d "$APPS/django-venv/lib/python3.12/site-packages/waitress" ]; then
     echo "setup: installing Django from PyPI into $APPS/django-venv (conformance suite)"
     "$UV" venv --quiet --allow-existing --python .venv/bin/python "$APPS/django-venv"
@@ -151,6 +160,7 @@ system_packages "$JOB"
 case "$JOB" in
   core) venv_core ;;
   docs) venv_docs ;;
+  bench) venv_core; tiddlywiki_app ;;
   conformance) venv_core; conformance_apps ;;
   test|all) test_tools; conformance_apps ;;
 esac

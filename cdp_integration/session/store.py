@@ -71,6 +71,8 @@ _BLOB_KEY = "$blob"
 _INLINE_LIMIT = 1024
 """Evaluator answers and judge responses longer than this are stored as blobs (page HTML repeats)."""
 _TAB_BLOB_FIELDS = ("html", "dom_snapshot", "screenshot_png", "ax_tree")
+_CHUNKED_TEXT_MIN = 64 * 1024
+"""A body or answer at least this long is stored as content-defined chunks (``text`` blob), as the HTML."""
 
 
 @dataclass(frozen=True)
@@ -394,6 +396,10 @@ class SessionWriter:
             # costs about what chunking one does (whose unchanged slices are recognised by the
             # chunker), and holding it would move the cost of freeing it into the next write.
             return self._chunked(value, kind)
+        if kind in ("body", "answer") and isinstance(value, str) and len(value) >= _CHUNKED_TEXT_MIN:
+            # A response body or an answer as long as a page (a 2.6 MB single-page app served again
+            # with one byte changed): chunked like the HTML, so what repeats is stored once.
+            return self._chunked(value, "html")
         return {_BLOB_KEY: self._blob(value)}
 
     def _chunked(self, value: Any, kind: str) -> dict[str, str]:

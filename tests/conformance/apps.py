@@ -272,16 +272,17 @@ def _tid_file_name(title: str) -> str:
     return "".join(c if c.isalnum() or c in " -" else "_" for c in title) + ".tid"
 
 
-def start_tiddlywiki(workdir: Path) -> App:
-    """A fresh wiki folder (the server edition's plugins, the tiddlers above) served by TiddlyWiki's
-    own Node server; anonymous users may read and write, as in its default configuration."""
+def start_tiddlywiki(workdir: Path, tiddlers: dict[str, tuple[str, str]] | None = None) -> App:
+    """A fresh wiki folder (the server edition's plugins, ``tiddlers``: by default the ones above)
+    served by TiddlyWiki's own Node server; anonymous users may read and write, as in its default
+    configuration."""
     wiki = workdir / "tiddlywiki"
     (wiki / "tiddlers").mkdir(parents=True)
     (wiki / "tiddlywiki.info").write_text(
         '{"plugins": ["tiddlywiki/tiddlyweb", "tiddlywiki/filesystem"],'
         ' "themes": ["tiddlywiki/vanilla", "tiddlywiki/snowwhite"]}\n'
     )
-    for title, (header, text) in TIDDLERS.items():
+    for title, (header, text) in (TIDDLERS if tiddlers is None else tiddlers).items():
         fields = f"title: {title}\n" + (header + "\n" if header else "")
         (wiki / "tiddlers" / _tid_file_name(title)).write_text(f"{fields}\n{text}\n")
     port = _free_port()

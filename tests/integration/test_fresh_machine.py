@@ -55,6 +55,7 @@ PROGRAMS = {
 ASKS = {
     "core": {"chromium"},
     "docs": set(),
+    "bench": {"chromium", "nodejs", "npm"},
     "conformance": {"chromium", "php-cli", "php-cgi", "php-xml", "dokuwiki", "nodejs", "npm"},
     "test": set(PACKAGES),
 }
@@ -260,7 +261,7 @@ def test_make_docs_asks_debian_for_nothing(machine: FreshMachine) -> None:
     assert machine.asked() == ASKS["docs"]
 
 
-@pytest.mark.parametrize("job", ["test", "conformance"])
+@pytest.mark.parametrize("job", ["test", "conformance", "bench"])
 def test_each_job_asks_debian_for_what_it_needs(machine: FreshMachine, job: str) -> None:
     """The Debian step every job starts with (``setup.sh system JOB``), then the programs are there."""
     run = machine.run(

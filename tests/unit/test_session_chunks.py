@@ -6,6 +6,7 @@ import copy
 import gzip
 import hashlib
 import time
+import zlib
 from collections.abc import Iterator
 from itertools import accumulate
 from pathlib import Path
@@ -360,6 +361,38 @@ def test_inline_data_page_written_twice_stores_a_small_fraction(tmp_path: Path) 
     writer.abort()
     assert all(later < written[0] * 0.05 for later in written[1:])
     assert [s.html for s in load_session(writer.partial_path).steps] == pages
+
+
+def test_a_page_served_again_with_a_byte_changed_stores_its_body_once(tmp_path: Path) -> None:
+    """A single-page app's document (megabytes of inline script) loaded again: each response body
+    differs by a byte (a token the server writes), so the bodies are chunked like the HTML and only
+    the chunks around the change are new; small bodies stay plain blobs."""
+    from cdp_integration.session.models import NetworkExchange, RequestInfo, ResponseInfo
+
+    def load(index: int, body: str) -> Step:
+        exchange = NetworkExchange(
+            request_id=str(index),
+            tab_id="T1",
+            started=1.0 + index,
+            request=RequestInfo(method="GET", url="http://127.0.0.1/", headers={}),
+            response=ResponseInfo(status=200, headers={"content-type": "text/html"}, body=body),
+        )
+        return step(index, tab(html="<p>rendered</p>")).model_copy(update={"network": [exchange]})
+
+    bodies = [app_page(f"<p>served at load {index}</p>") for index in range(3)]
+    assert len(bodies[0]) > 1_000_000
+    writer = SessionWriter(tmp_path / "s.partial", new_header())
+    written = [writer.write_step(load(index, body)) for index, body in enumerate(bodies)]
+    small = writer.write_step(load(3, "<p>small</p>"))
+    writer.abort()
+    assert all(later < written[0] * 0.05 for later in written[1:]), written
+    session = load_session(writer.partial_path)
+    assert [s.network[0].response.body for s in session.steps[:3]] == bodies
+    assert session.steps[3].network[0].response.body == "<p>small</p>" and small < 2_000
+    text = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(writer.partial_path.read_bytes())
+    records = [orjson.loads(line) for line in text.splitlines()]
+    kinds = [r.get("kind", "plain") for r in records if r.get("type") == "blob"]
+    assert kinds.count("text") == 3 and max(len(str(r.get("data"))) for r in records) < 200_000
 
 
 # -- snapshot encoding is linear in its input ---------------------------------------------------
