@@ -53,6 +53,33 @@ class Kind:
     wall_ms: list[float] = field(default_factory=list)
     step_bytes: list[int] = field(default_factory=list)
     faults: list[str] = field(default_factory=list)
+    calls: dict[str, list[float]] = field(default_factory=dict)
+    """CDP method -> ms of each call made during this kind's captures (what bounds them)."""
+
+
+class _CallTimes:
+    """Times every CDP call the logger makes (Playwright's ``CDPSession.send``) into ``kind.calls``
+    while a capture of that kind runs; the bench's own instrument, not the product's."""
+
+    def __init__(self) -> None:
+        from playwright.sync_api import CDPSession
+
+        self.kind: Kind | None = None
+        self._cls, self._send = CDPSession, CDPSession.send
+        timer = self
+
+        def send(session: Any, method: str, params: Any = None, **options: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return timer._send(session, method, params, **options)
+            finally:
+                if timer.kind is not None:
+                    timer.kind.calls.setdefault(method, []).append((time.perf_counter() - started) * 1000)
+
+        CDPSession.send = send  # type: ignore[method-assign]
+
+    def close(self) -> None:
+        self._cls.send = self._send  # type: ignore[method-assign]
 
 
 def wiki_tiddlers() -> dict[str, tuple[str, str]]:
@@ -78,11 +105,15 @@ def _shown(page: Any, title: str) -> None:
     )
 
 
-def _capture(logger: CDPSessionLogger, kind: Kind) -> None:
+def _capture(logger: CDPSessionLogger, kind: Kind, timer: _CallTimes) -> None:
     partial = logger.partial_path
     size = partial.stat().st_size if partial else 0
     started = time.perf_counter()
-    step = logger.capture_state_snapshot(kind.name)
+    timer.kind = kind
+    try:
+        step = logger.capture_state_snapshot(kind.name)
+    finally:
+        timer.kind = None
     kind.wall_ms.append((time.perf_counter() - started) * 1000)
     if step is not None:
         kind.capture_ms.append(step.capture_ms)
@@ -94,6 +125,7 @@ def _capture(logger: CDPSessionLogger, kind: Kind) -> None:
 def measure(pw: Any, base_url: str, session_root: Path, steps: int) -> tuple[Kind, Kind, int]:
     """``steps`` full-page loads and ``steps`` in-app route changes; also the page's HTML size."""
     loads, routes = Kind("full-page load"), Kind("in-app route change")
+    timer = _CallTimes()
     browser = pw.chromium.launch(
         executable_path=environment.chromium_executable(), args=list(environment.CHROMIUM_ARGS), headless=True
     )
@@ -110,7 +142,7 @@ def measure(pw: Any, base_url: str, session_root: Path, steps: int) -> tuple[Kin
             # a query of its own each time: a document load, never a same-document hash change
             page.goto(f"{base_url}/?load={number}#{quote(title)}", wait_until="load")
             _shown(page, title)
-            _capture(logger, loads)
+            _capture(logger, loads, timer)
         opened: set[str] = set()
         while len(routes.wall_ms) < steps:
             links = page.locator(".tc-story-river .tc-tiddler-frame .tc-tiddlylink-resolves")
@@ -125,11 +157,12 @@ def measure(pw: Any, base_url: str, session_root: Path, steps: int) -> tuple[Kin
             links.filter(has_text=re.compile(f"^{re.escape(title)}$")).first.click()
             _shown(page, title)
             opened.add(title)
-            _capture(logger, routes)
+            _capture(logger, routes, timer)
         logger.save_session("real-spa")
         logger.detach()
     finally:
         browser.close()
+        timer.close()
     return loads, routes, html_chars
 
 
@@ -193,6 +226,14 @@ def main(argv: list[str] | None = None) -> int:
         "ms; stored = the session's growth per step, compressed"
     )
     print("\n".join(rows(kinds)))
+    for kind in kinds:
+        count = max(1, len(kind.wall_ms))
+        heaviest = sorted(kind.calls.items(), key=lambda item: -sum(item[1]))[:4]
+        print(
+            f"  bound, {kind.name}: CDP calls per capture "
+            + ", ".join(f"{method} {sum(times) / count:.0f} ms" for method, times in heaviest)
+            + f" (of {sum(kind.wall_ms) / count:.0f} ms)"
+        )
     faults = sorted({f for kind in kinds for f in kind.faults})
     if faults:
         print(f"  capture faults: {', '.join(faults)}")

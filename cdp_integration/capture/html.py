@@ -20,7 +20,8 @@ It is used only where it is exact: an HTML document with no shadow root other th
 (a ``MutationObserver`` of the isolated world). The first fast read of each document (and every
 ``VERIFY_EVERY``-th after it) is compared with the full read, and the fast path is off for that
 document on any difference. Pages without
-large texts, and any read that cannot be sure, take the full read.
+large texts, and any read that cannot be sure, take the full read. So does the first read of each
+document: the fast path starts with its second read (a step per full-page load never pays for it).
 """
 
 from __future__ import annotations
@@ -184,7 +185,11 @@ class IncrementalHtml:
         context_id = world()
         document = self.document
         if document is None or document.context_id != context_id:
-            document = self.document = _Document(context_id)
+            # A new document is read in full: its first fast read would have to be compared with the
+            # full read anyway, and would send every large text besides (a full-page load of a
+            # single-page app paid both on every step). The fast path starts with its second read.
+            self.document = _Document(context_id)
+            return self._full(cdp, max_bytes, "new document")
         if document.disabled is not None:
             return self._full(cdp, max_bytes, "disabled")
         if document.plain_at is not None and self.last_size < document.plain_at + MIN_TOTAL:
