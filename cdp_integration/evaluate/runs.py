@@ -11,6 +11,8 @@ record is counted, not trusted.
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import math
 import os
 import re
@@ -196,7 +198,7 @@ def _episode(record: Mapping[str, Any], scorer_default: str | None, where: str) 
     instance = instance if isinstance(instance, dict) else {}
     metadata = record.get("metadata")
     metadata = metadata if isinstance(metadata, dict) else {}
-    instance_id = str(record.get("instance_id"))
+    instance_id = _kept(str(record.get("instance_id")))
     task = task_key(instance.get("task_id"), where) or instance_id
     session_path = _text(metadata.get("session_path"))
     if session_path is not None and "\0" in session_path:
@@ -213,7 +215,7 @@ def _episode(record: Mapping[str, Any], scorer_default: str | None, where: str) 
     attribution = attribution if isinstance(attribution, dict) else {}
     checks = result.get("checks")
     error_type = _text(result.get("error_type"))
-    error = _text(result.get("error"))
+    error = _kept_text(result.get("error"))
     if error is not None and error_type is None:
         error_type = "Error"
     return Episode(
@@ -226,15 +228,46 @@ def _episode(record: Mapping[str, Any], scorer_default: str | None, where: str) 
         max_score=score_value(result.get("max_score"), f"{where}: max_score"),
         error=error,
         error_type=error_type,
-        provenance=_text(result.get("provenance")) or "unknown",
+        provenance=_kept_text(result.get("provenance")) or "unknown",
         session_path=session_path,
-        answer=_text(result.get("answer")),
-        attribution_class=_text(attribution.get("class")),
-        attribution_reason=_text(attribution.get("reason")),
-        check_timeline=_timeline_text(attribution.get("timeline")),
-        checks=tuple(c for c in checks if isinstance(c, dict)) if isinstance(checks, list) else None,
+        answer=_kept_text(result.get("answer")),
+        attribution_class=_kept_text(attribution.get("class")),
+        attribution_reason=_kept_text(attribution.get("reason")),
+        check_timeline=_kept_text(_timeline_text(attribution.get("timeline"))),
+        checks=tuple(itertools.islice((_kept_check(c) for c in checks if isinstance(c, dict)), _KEPT_CHECKS))
+        if isinstance(checks, list)
+        else None,
         scorer=_text(metadata.get("scorer")) or scorer_default,
     )
+
+
+_KEPT_CHARS = 2_000
+"""Characters a run keeps of each text of a line (answer, error, reason, a check's values): what a
+report or comparison shows, never more. A longer text is kept as its start and a digest of the whole,
+so two texts that differ anywhere still compare unequal."""
+_KEPT_CHECKS = 200
+"""Checks a run keeps of each line (a scorer writes a handful)."""
+
+
+def _kept(value: Any) -> Any:
+    """``value`` as a run keeps it: a long text (or a structure that serializes long) becomes its start
+    plus a digest of the whole, so memory is bounded per line whatever the line holds."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    text = value if isinstance(value, str) else orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    if len(text) <= _KEPT_CHARS:
+        return value
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    return f"{text[:_KEPT_CHARS]}… [{len(text)} characters, digest {digest}]"
+
+
+def _kept_text(value: Any) -> str | None:
+    text = _text(value)
+    return None if text is None else _kept(text)
+
+
+def _kept_check(check: Mapping[str, Any]) -> dict[str, Any]:
+    return {str(key)[:200]: _kept(item) for key, item in list(check.items())[:32]}
 
 
 def _timeline_text(timeline: Any) -> str | None:

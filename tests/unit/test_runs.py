@@ -203,6 +203,34 @@ def test_why_names_the_check_that_changed(tmp_path: Path) -> None:
     assert "1 session attributed by the scorer" in page and "answer_wrong" in page
 
 
+def test_a_run_keeps_a_bounded_part_of_each_line_and_still_tells_long_values_apart(tmp_path: Path) -> None:
+    """Lines of megabytes (a long answer, a check that found a whole page, thousands of checks) are
+    kept as their start plus a digest: memory is bounded per line, and two values that differ only
+    far into the text still compare unequal."""
+    page = "<p>row</p>" * 200_000
+
+    def check(found: str, passed: bool) -> dict[str, Any]:
+        return {
+            "evaluator": "program_html", "target": 0, "comparison": "must_include", "expected": "row",
+            "found": found, "passed": passed,
+        }  # fmt: skip
+
+    many = [check(f"value {i}", True) for i in range(5_000)]
+    a = [line("1", 1, 1.0, checks=[check(page, True)]), line("2", 2, 1.0, checks=many)]
+    b = [line("1", 1, 0.0, checks=[check(page + "<p>x</p>", False)]), line("2", 2, 1.0, checks=many)]
+    a[0]["test_result"]["answer"] = "A" * 3_000_000
+    b[0]["test_result"]["answer"] = "A" * 2_999_999 + "B"
+    run_a, run_b = read_run(write_run(tmp_path / "a", a)), read_run(write_run(tmp_path / "b", b))
+    first, second = run_a.episodes
+    assert first.answer is not None and len(first.answer) < 2_200 and first.answer.startswith("AAAA")
+    assert first.checks is not None and len(first.checks[0]["found"]) < 2_200
+    assert second.checks is not None and len(second.checks) == 200
+    (flipped,) = compare_runs(run_a, run_b, by="session").flipped
+    changed_check, changed_answer = flipped.why[:2]
+    assert "passed -> failed" in changed_check and "' -> '" in changed_check.split("; found ")[1]
+    assert changed_answer.startswith("answer 'AAAA") and "' -> 'AAAA" in changed_answer
+
+
 def test_the_html_report_holds_every_episode_and_fetches_nothing(tmp_path: Path) -> None:
     hostile = "</script><script>alert(1)</script><img src=http://evil/x>"
     lines = [
