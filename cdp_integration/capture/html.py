@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,10 +54,36 @@ _GROUP = "cdp-integration-html"
 
 _COPY = """((known, minText, minTotal, perElement) => {
   const S = globalThis.__cdpHtml || (globalThis.__cdpHtml = {
-    texts: new WeakMap(), count: 0, observer: null, pending: null, mutated: false,
-    world: Array.from(crypto.getRandomValues(new Uint8Array(8)), (b) => b.toString(16).padStart(2, "0")).join(""),
+    texts: new WeakMap(), observer: null, pending: null, mutated: false,
   });
-  if (S.observer) S.observer.disconnect();
+  // A large text travels as content-defined chunks (cut where a hash of the last 32 characters
+  // takes a chosen value, so an edit moves only the cuts around it), each named by its content (its
+  // length and two 32-bit hashes of its code units): a chunk Python holds from an earlier read of
+  // the tab, this document's or the one before, is not sent again. A name that stood for other text
+  // would assemble a page unlike the live one, which the digest or the full read refuses.
+  const mix = (h) => {  // murmur3's finalizer: each byte value its own well-spread 32-bit number
+    h ^= h >>> 16; h = Math.imul(h, 0x85ebca6b); h ^= h >>> 13; h = Math.imul(h, 0xc2b2ae35);
+    return h ^ (h >>> 16);
+  };
+  const GEAR = S.gear || (S.gear = Int32Array.from({length: 256}, (_, i) => mix(i + 0x9e3779b9)));
+  const chunks = (data) => {
+    const out = [];
+    let start = 0, g = 0, a = 0x811c9dc5, b = 0x9747b28c;
+    for (let i = 0; i < data.length; i++) {
+      const c = data.charCodeAt(i);
+      a = Math.imul(a ^ c, 0x01000193);
+      b = Math.imul(b ^ c, 0x5bd1e995); b ^= b >>> 15;
+      g = ((g << 1) + GEAR[c & 255]) | 0;  // its top bits depend on the last 32 characters
+      const size = i + 1 - start;
+      // never between the two halves of a surrogate pair: each chunk must be a well-formed string
+      const pairStart = c >= 0xd800 && c <= 0xdbff;
+      if (i === data.length - 1 || (!pairStart && ((size >= 4096 && (g & 0xfffc0000) === 0) || size >= 65536))) {
+        out.push({token: "t" + size.toString(36) + "-" + (a >>> 0).toString(36) + "-" + (b >>> 0).toString(36), start, end: i + 1});
+        start = i + 1; g = 0; a = 0x811c9dc5; b = 0x9747b28c;
+      }
+    }
+    return out;
+  };  if (S.observer) S.observer.disconnect();
   S.observer = null; S.pending = null;
   if (document.contentType !== "text/html" || !document.documentElement) return "not an HTML document";
   const XHTML = "http://www.w3.org/1999/xhtml";
@@ -103,12 +130,12 @@ _COPY = """((known, minText, minTotal, perElement) => {
     const data = t.data;
     let entry = S.texts.get(t);
     if (!entry || entry.data !== data) {
-      entry = {data, token: S.world + "-" + (++S.count)};
+      entry = {data, chunks: chunks(data)};
       S.texts.set(t, entry);
     }
     mark(t);
-    marks.push({token: entry.token});
-    if (!have.has(entry.token)) send[entry.token] = data;
+    marks.push({tokens: entry.chunks.map((c) => c.token)});
+    for (const c of entry.chunks) if (!have.has(c.token)) send[c.token] = data.slice(c.start, c.end);
   }
   for (const t of inline) { mark(t); marks.push({text: t.data}); }
   for (const k of kids) copy.appendChild(k);
@@ -120,15 +147,50 @@ _COPY = """((known, minText, minTotal, perElement) => {
 })"""
 """The inert copy with markers (a remote object), or why the fast path does not apply (a string)."""
 
-_FINISH = """(() => {
+_FINISH = """((withDigest) => {
   const S = globalThis.__cdpHtml, p = S && S.pending;
   if (!p || !S.observer) return null;
   const mutated = S.mutated || S.observer.takeRecords().length > 0;
   S.observer.disconnect();
   S.observer = null; S.pending = null;
-  return mutated ? {mutated: true} : p;
-})()"""
-"""The markers' contents as of the copy, or ``{mutated: true}`` when the document changed since."""
+  if (mutated) return {mutated: true};
+  if (!withDigest) return p;
+  // The live document serialized as getOuterHTML does (doctype, comments, elements), as UTF-8:
+  // its CRC-32, Adler-32 and length. Any other node at the top: no digest.
+  let html = "";
+  for (const n of document.childNodes) {
+    if (n.nodeType === 1) html += n.outerHTML;
+    else if (n.nodeType === 8) html += "<!--" + n.data + "-->";
+    else if (n.nodeType === 10) {
+      html += "<!DOCTYPE " + n.name + (n.publicId ? ' PUBLIC "' + n.publicId + '"' : "")
+        + (n.systemId ? (n.publicId ? ' "' : ' SYSTEM "') + n.systemId + '"' : "") + ">";
+    }
+    else return {...p, digest: null};
+  }
+  const bytes = new TextEncoder().encode(html);
+  const table = S.crcTable || (S.crcTable = Int32Array.from({length: 256}, (_, n) => {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    return c;
+  }));
+  let crc = -1, a = 1, b = 0;
+  for (let i = 0; i < bytes.length; i++) {
+    const byte = bytes[i];
+    crc = table[(crc ^ byte) & 0xff] ^ (crc >>> 8);
+    a += byte; b += a;
+    if ((i & 4095) === 4095) { a %= 65521; b %= 65521; }
+  }
+  a %= 65521; b %= 65521;
+  return {...p, digest: [(crc ^ -1) >>> 0, ((b << 16) | a) >>> 0, bytes.length]};
+})"""
+"""The markers' contents as of the copy, or ``{mutated: true}`` when the document changed since; with
+``withDigest``, also the live document's digest (``_digest`` of its serialization)."""
+
+
+def _digest(html: str) -> list[int]:
+    """CRC-32, Adler-32 and length of ``html`` as UTF-8: what ``_FINISH`` computes of the live document."""
+    data = html.encode("utf-8", "surrogatepass")
+    return [zlib.crc32(data), zlib.adler32(data), len(data)]
 
 
 def read_full_html(cdp: Any, *, max_bytes: int) -> str:
@@ -164,8 +226,6 @@ class _Document:
     trip per capture on a large page without large scripts)."""
     disabled: str | None = None
     """Why the fast path is off for this document (a comparison differed)."""
-    texts: dict[str, str] = field(default_factory=dict)
-    """token -> large text, as the isolated world sent it (only the last read's tokens are kept)."""
 
 
 @dataclass
@@ -174,6 +234,13 @@ class IncrementalHtml:
 
     last_size: int = 0
     document: _Document | None = None
+    texts: dict[str, str] = field(default_factory=dict)
+    """token -> chunk of a large text, as the isolated world sent it (the last fast read's, kept across
+    the tab's documents: a token names its chunk's content)."""
+    digest_trusted: bool | None = None
+    """Whether the live document's digest (computed in the page) equals the full read's on this tab:
+    learnt at the first comparison with the full read. Once true, a new document's first fast read
+    is checked against the digest instead of a full read."""
     stats: dict[str, int] = field(default_factory=dict)
     """How reads went (``full``, ``fast``, ``verified``, ``fallback:<why>``): for benchmarks and tests."""
 
@@ -185,11 +252,11 @@ class IncrementalHtml:
         context_id = world()
         document = self.document
         if document is None or document.context_id != context_id:
-            # A new document is read in full: its first fast read would have to be compared with the
-            # full read anyway, and would send every large text besides (a full-page load of a
-            # single-page app paid both on every step). The fast path starts with its second read.
-            self.document = _Document(context_id)
-            return self._full(cdp, max_bytes, "new document")
+            document = self.document = _Document(context_id)
+            if self.digest_trusted is False:
+                # Read in full: a first fast read would have to be compared with the full read anyway
+                # (and a full-page load of a single-page app would pay for both on every step).
+                return self._full(cdp, max_bytes, "new document")
         if document.disabled is not None:
             return self._full(cdp, max_bytes, "disabled")
         if document.plain_at is not None and self.last_size < document.plain_at + MIN_TOTAL:
@@ -205,9 +272,22 @@ class IncrementalHtml:
             if fast.plain:
                 document.plain_at = self.last_size
             return self._full(cdp, max_bytes, fast.why)
+        html, live = fast
+        if not document.verified and self.digest_trusted and live is not None:
+            if _digest(html) != live:  # the assembled page is not the live one: the full read decides
+                document.disabled = "differs from the live document's digest"
+                self._count("disabled")
+                return self._full(cdp, max_bytes, None)
+            document.verified = True
+            document.fast_reads = 0
+            self.last_size = len(html)
+            self._count("digest-verified")
+            return html
         if not document.verified or document.fast_reads >= VERIFY_EVERY:
             full = self._full(cdp, max_bytes, None)
-            if full != fast:
+            if live is not None and self.digest_trusted is None:
+                self.digest_trusted = _digest(full) == live
+            if full != html:
                 document.disabled = "differs from the full read"
                 self._count("disabled")
                 return full
@@ -216,9 +296,9 @@ class IncrementalHtml:
             self._count("verified")
             return full
         document.fast_reads += 1
-        self.last_size = len(fast)
+        self.last_size = len(html)
         self._count("fast")
-        return fast
+        return html
 
     def _full(self, cdp: Any, max_bytes: int, why: str | None) -> str:
         html = read_full_html(cdp, max_bytes=max_bytes)
@@ -230,8 +310,11 @@ class IncrementalHtml:
     def _count(self, what: str) -> None:
         self.stats[what] = self.stats.get(what, 0) + 1
 
-    def _fast(self, cdp: Any, document: _Document, max_bytes: int) -> str | _Fallback:
-        known = json.dumps(sorted(document.texts))
+    def _fast(
+        self, cdp: Any, document: _Document, max_bytes: int
+    ) -> tuple[str, list[int] | None] | _Fallback:
+        """The assembled HTML and, when the reader still needs one, the live document's digest."""
+        known = json.dumps(sorted(self.texts))
         made = cdp.send(
             "Runtime.evaluate",
             {
@@ -256,9 +339,15 @@ class IncrementalHtml:
             document.backend_node_id = cdp.send("DOM.getDocument", {"depth": 0})["root"]["backendNodeId"]
         live = cdp.send("DOM.describeNode", {"backendNodeId": document.backend_node_id, "depth": -1})["node"]
         shadow = _has_shadow_root(live)
+        # The digest is asked while trust is being learnt, and for a document not verified yet.
+        with_digest = self.digest_trusted is None or (self.digest_trusted and not document.verified)
         finished = cdp.send(
             "Runtime.evaluate",
-            {"expression": _FINISH, "contextId": document.context_id, "returnByValue": True},
+            {
+                "expression": f"{_FINISH}({json.dumps(with_digest)})",
+                "contextId": document.context_id,
+                "returnByValue": True,
+            },
         )
         pending = finished.get("result", {}).get("value")
         if "exceptionDetails" in finished or not isinstance(pending, dict):
@@ -267,13 +356,15 @@ class IncrementalHtml:
             return _Fallback("document changed during the read")
         if shadow:
             return _Fallback("shadow root")
-        texts = {**document.texts, **pending["send"]}
+        texts = {**self.texts, **pending["send"]}
         html = _assemble(copy, pending["nonce"], pending["marks"], texts)
         if html is None:
             return _Fallback("markers")
         _check_size(html, max_bytes)
-        document.texts = {m["token"]: texts[m["token"]] for m in pending["marks"] if "token" in m}
-        return html
+        self.texts = {t: texts[t] for m in pending["marks"] for t in m.get("tokens", ())}
+        live = pending.get("digest")
+        valid = isinstance(live, list) and len(live) == 3 and all(type(v) is int for v in live)
+        return html, live if valid else None
 
 
 @dataclass(frozen=True)
@@ -319,7 +410,12 @@ def _assemble(copy: str, nonce: str, marks: list[dict[str, Any]], texts: dict[st
             return None
         seen.add(index)
         mark = marks[index]
-        text = texts.get(mark["token"]) if "token" in mark else mark.get("text")
+        if "tokens" in mark:
+            tokens = mark["tokens"]
+            pieces = [texts.get(t) for t in tokens] if isinstance(tokens, list) else [None]
+            text = "".join(pieces) if all(isinstance(p, str) for p in pieces) else None  # type: ignore[arg-type]
+        else:
+            text = mark.get("text")
         if not isinstance(text, str):
             return None
         out.append(text)

@@ -79,6 +79,10 @@ PAGES: dict[str, str] = {
         " constructor() { super(); window.constructed++; } });</script>"
         f"<div id=app></div>{APP}</body></html>"
     ),
+    "astral text": (  # pairs start at odd offsets: a cut every 64K code units would split one
+        f"<!DOCTYPE html><html><head>{BIG}<script>var s = 'a{'😀' * 60000}';</script></head><body>"
+        f"<div id=app></div>{APP}</body></html>"
+    ),
     "open shadow root": (
         f"<!DOCTYPE html><html><head>{BIG}</head><body><div id=h></div><div id=app></div>{APP}"
         "<script>document.getElementById('h').attachShadow({mode: 'open'}).innerHTML = '<i>open</i>';</script>"
@@ -174,8 +178,8 @@ def test_incremental_read_equals_the_full_read(page: Page, name: str) -> None:
         assert reader.stats.get("fast", 0) == 0, reader.stats
         assert reader.stats.get("fallback:shadow root", 0) >= 1, reader.stats
     else:
-        # the first reads (a small last page, a new document) are full ones, the next compares
-        # both, the rest are fast
+        # the first read is a full one, the next compares both (and learns that the live digest
+        # vouches for this tab), the rest are fast
         assert reader.stats.get("verified") == 1, reader.stats
         assert reader.stats.get("fast", 0) >= len(STEPS) - 2, reader.stats
     if name.startswith("iframes"):
@@ -197,7 +201,7 @@ def test_unchanged_large_text_is_transferred_once(page: Page) -> None:
 
     cdp.send = send  # type: ignore[method-assign]
     try:
-        for _ in range(5):
+        for _ in range(4):
             page.evaluate("next()")
             sizes.clear()
             html = read_html_incremental(cdp, reader, max_bytes=MAX, tree=None, worlds=worlds)
@@ -225,7 +229,7 @@ def test_an_xhtml_document_is_read_in_full(page: Page) -> None:
             ) == read_full_html(cdp, max_bytes=MAX)
     finally:
         cdp.detach()
-    assert reader.stats.get("fast", 0) == 0 and reader.stats.get("fallback:not an HTML document") == 1
+    assert reader.stats.get("fast", 0) == 0 and reader.stats.get("fallback:not an HTML document") == 2
 
 
 def test_a_large_page_without_large_scripts_is_asked_once(page: Page) -> None:
@@ -241,9 +245,8 @@ def test_a_large_page_without_large_scripts_is_asked_once(page: Page) -> None:
             assert got == read_full_html(cdp, max_bytes=MAX)
         assert reader.stats == {
             "full": 1,
-            "fallback:new document": 1,
             "fallback:no large script or style text": 1,
-            "fallback:no large text": 1,
+            "fallback:no large text": 2,
         }
         page.evaluate(
             f"document.body.append(Object.assign(document.createElement('script'), {{text: {DATA!r}}}))"
@@ -254,3 +257,69 @@ def test_a_large_page_without_large_scripts_is_asked_once(page: Page) -> None:
     finally:
         cdp.detach()
     assert reader.stats.get("verified") == 1 and reader.stats.get("fast") == 1, reader.stats
+
+
+@pytest.mark.parametrize("name", sorted(PAGES))
+def test_the_next_document_of_the_tab_is_read_fast_when_the_digest_vouches(page: Page, name: str) -> None:
+    """A full-page load of the same app: the reader knows its large texts by content, and once the
+    tab's live digest has matched a full read, the new document's first fast read is checked against
+    the live document's digest instead of a full read. Whatever happens, the read equals the full one."""
+    reader, worlds = IncrementalHtml(), {}
+    for load in range(3):
+        page.goto(f"{ORIGIN}/?p={quote(name)}")  # a new document each time
+        page.wait_for_function("document.readyState === 'complete'")
+        cdp = page.context.new_cdp_session(page)
+        try:
+            for _ in range(2):
+                page.evaluate("window.next && next()")
+                got = read_html_incremental(cdp, reader, max_bytes=MAX, tree=None, worlds=worlds)
+                assert got == read_full_html(cdp, max_bytes=MAX), reader.stats
+        finally:
+            cdp.detach()
+        worlds.clear()
+    if name in FALLS_BACK:
+        assert reader.stats.get("digest-verified", 0) == 0, reader.stats
+    else:  # every other shape serializes in the page as getOuterHTML does
+        assert reader.digest_trusted, reader.stats
+        # load 0 taught the reader that (a full read matched the digest); the first reads of loads 1
+        # and 2 are fast, checked by the digest
+        assert reader.stats.get("digest-verified") == 2, reader.stats
+
+
+def test_a_digest_that_differs_falls_back_to_the_full_read(
+    page: Page, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The assembled page not matching the live digest (a token naming another text, a serializer
+    difference): the document's fast path is off and the full read is returned."""
+    from cdp_integration.capture import html as html_module
+
+    reader, worlds = IncrementalHtml(), {}
+    sizes: list[int] = []
+    for load in range(3):
+        page.goto(f"{ORIGIN}/?p=plain")
+        cdp = page.context.new_cdp_session(page)
+        original = cdp.send
+
+        def send(method: str, params: Any = None, original: Any = original) -> Any:
+            result = original(method, params)
+            sizes.append(len(json.dumps(result)))
+            return result
+
+        cdp.send = send  # type: ignore[method-assign]
+        try:
+            if load == 2:
+                monkeypatch.setattr(html_module, "_digest", lambda html: [0, 0, len(html)])
+            page.evaluate("next()")
+            sizes.clear()
+            got = read_html_incremental(cdp, reader, max_bytes=MAX, tree=None, worlds=worlds)
+            moved = sum(sizes)
+            page.evaluate("next()")
+            assert got != read_full_html(cdp, max_bytes=MAX)  # it moved on: the read was of before
+            again = read_html_incremental(cdp, reader, max_bytes=MAX, tree=None, worlds=worlds)
+            assert again == read_full_html(cdp, max_bytes=MAX)
+        finally:
+            cdp.detach()
+        worlds.clear()
+        if load == 1:  # the first read of a new document moved no large text: the reader knew it
+            assert reader.stats.get("digest-verified") == 1 and moved < 60_000, (reader.stats, moved)
+    assert reader.stats.get("disabled") == 1, reader.stats
