@@ -17,11 +17,17 @@ moving the string renderer -> browser -> Playwright's driver -> Python; Chromium
 It is used only where it is exact: an HTML document with no shadow root other than the user agent's
 (``DOM.describeNode`` of the live document; closed roots are invisible to JavaScript but
 ``getOuterHTML`` serializes them), and no mutation of the document between the copy and that check
-(a ``MutationObserver`` of the isolated world). The first fast read of each document (and every
-``VERIFY_EVERY``-th after it) is compared with the full read, and the fast path is off for that
-document on any difference. Pages without
-large texts, and any read that cannot be sure, take the full read. So does the first read of each
-document: the fast path starts with its second read (a step per full-page load never pays for it).
+(a ``MutationObserver`` of the isolated world). Large texts travel as content-defined chunks named by
+their content, so a chunk held from an earlier read of the tab (this document's or the previous
+one's) is not sent again: a full-page load of the same app sends only the chunks that changed (the
+state a server writes into its page). A fast read is checked before it is trusted: the first fast
+read of the tab's first document is compared with the full read, and so is every
+``VERIFY_EVERY``-th after it; that comparison also checks that the live document's digest (its
+serialization hashed in the page, ``_FINISH``) equals the full read's, and once it has, the first
+fast read of each later document is checked against that digest instead of a full read. Any
+difference turns the fast path off for the document (and a digest that never matched keeps each new
+document's first read a full one). Pages without large texts, and any read that cannot be sure,
+take the full read.
 """
 
 from __future__ import annotations

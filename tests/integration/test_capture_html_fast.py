@@ -265,7 +265,7 @@ def test_the_next_document_of_the_tab_is_read_fast_when_the_digest_vouches(page:
     tab's live digest has matched a full read, the new document's first fast read is checked against
     the live document's digest instead of a full read. Whatever happens, the read equals the full one."""
     reader, worlds = IncrementalHtml(), {}
-    for load in range(3):
+    for _ in range(3):
         page.goto(f"{ORIGIN}/?p={quote(name)}")  # a new document each time
         page.wait_for_function("document.readyState === 'complete'")
         cdp = page.context.new_cdp_session(page)
