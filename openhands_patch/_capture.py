@@ -17,6 +17,11 @@ browser process makes with ``gym.make``):
    end-of-episode probe: the official evaluator on the live final state, every call recorded.
    If the process ends without ``close`` (OpenHands' browser loop stopped by a signal), a
    multiprocessing finalizer saves it on the way out.
+
+In an experiment loop (AgentLab's ``agentlab.experiments.loop``, BrowserGym's older
+``browsergym.experiments.loop``) the agent's ``agent_info`` of each action (its ``think``, its chat
+messages, its extra info) is noted for the step that action makes: ``StepInfo.from_action`` is wrapped
+to hand it to the open env's logger (``note_agent_info``).
 """
 
 from __future__ import annotations
@@ -35,7 +40,14 @@ from typing import Any
 from openhands_patch import enabled
 from openhands_patch._hooks import report
 
-__all__ = ["instance_id_for", "patch_browser_env", "prepare_environment", "register_demo_tasks"]
+__all__ = [
+    "instance_id_for",
+    "note_agent_info",
+    "patch_browser_env",
+    "patch_experiment_loop",
+    "prepare_environment",
+    "register_demo_tasks",
+]
 
 _CAPTURE_ATTRIBUTE = "_webarena_cdp_capture"
 _PATCHED_MARK = "_webarena_cdp_patched"
@@ -102,6 +114,71 @@ def instance_id_for(env: Any) -> str:
     return f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
 
 
+_open_captures: list[_Capture] = []
+"""The captures of this process's open envs, the newest last (an experiment loop runs one at a time)."""
+
+
+def _field(info: Any, name: str) -> Any:
+    return info.get(name) if isinstance(info, dict) else getattr(info, name, None)
+
+
+def _message_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI-style parts
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return str(content)
+
+
+def note_agent_info(agent_info: Any) -> None:
+    """Note an experiment loop's ``agent_info`` (``think``, ``chat_messages``, ``extra_info``) with the
+    newest open env's logger, for the step the action makes. Never raises."""
+    try:
+        if not _open_captures or agent_info is None:
+            return
+        messages = []
+        chat = _field(agent_info, "chat_messages")
+        chat = getattr(chat, "messages", chat)  # AgentLab's Discussion holds its messages
+        for message in list(chat or [])[-20:]:
+            role = _field(message, "role")
+            if role is not None:
+                messages.append({"role": str(role), "text": _message_text(_field(message, "content"))})
+        extra = _field(agent_info, "extra_info")
+        notes = {
+            str(k): v if isinstance(v, str) else json.dumps(v, default=str)
+            for k, v in dict(extra or {}).items()
+        }
+        think = _field(agent_info, "think")
+        _open_captures[-1].logger.note_reasoning(
+            {
+                "source": "agentlab",
+                "thought": think if isinstance(think, str) else None,
+                "messages": messages,
+                "notes": notes,
+            }
+        )
+    except Exception as exc:
+        report("noting the agent's agent_info failed", exc)
+
+
+def patch_experiment_loop(module: Any) -> None:
+    """Wrap ``module.StepInfo.from_action`` (an experiment loop's) so each action's ``agent_info`` is
+    noted for its step; idempotent."""
+    cls = getattr(module, "StepInfo", None)
+    if cls is None or cls.__dict__.get(_PATCHED_MARK):
+        return
+    original: Callable[..., Any] = cls.from_action
+
+    @functools.wraps(original)
+    def from_action(self: Any, agent: Any, *args: Any, **kwargs: Any) -> Any:
+        action = original(self, agent, *args, **kwargs)
+        note_agent_info(getattr(self, "agent_info", None))
+        return action
+
+    cls.from_action = from_action
+    setattr(cls, _PATCHED_MARK, True)
+
+
 class _Capture:
     """One env's logger; ``save`` runs once, whether from ``close`` or at process exit.
 
@@ -123,6 +200,7 @@ class _Capture:
         for name in _WRAPPED:
             setattr(env, name, self._guarded(name, getattr(env, name)))
         self._open = True
+        _open_captures.append(self)
         multiprocessing.util.Finalize(self, self.save, exitpriority=100)
 
     def _remembering(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
@@ -151,6 +229,8 @@ class _Capture:
         if not self._open:
             return
         self._open = False
+        with contextlib.suppress(ValueError):
+            _open_captures.remove(self)
         try:
             if self.logger.steps_captured:
                 with _probe_without_fixed_waits():

@@ -95,13 +95,25 @@ def _register_demo_tasks(module: ModuleType) -> None:
     _capture.register_demo_tasks()
 
 
+def _patch_experiment_loop(module: ModuleType) -> None:
+    from openhands_patch import _capture
+
+    _capture.patch_experiment_loop(module)
+
+
 def install() -> None:
-    """Watch ``browsergym.core.env`` and ``browsergym.webarena``; idempotent."""
+    """Watch ``browsergym.core.env``, ``browsergym.webarena`` and the experiment loops (AgentLab's,
+    BrowserGym's older one); idempotent."""
     global _installed
     if _installed is not None:
         return
     _installed = PostImportFinder(
-        {"browsergym.core.env": _patch_browser_env, "browsergym.webarena": _register_demo_tasks}
+        {
+            "browsergym.core.env": _patch_browser_env,
+            "browsergym.webarena": _register_demo_tasks,
+            "agentlab.experiments.loop": _patch_experiment_loop,
+            "browsergym.experiments.loop": _patch_experiment_loop,
+        }
     )
     sys.meta_path.insert(0, _installed)
     _installed.fire_loaded()

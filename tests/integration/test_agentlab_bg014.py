@@ -80,6 +80,12 @@ def test_an_agentlab_study_on_browsergym_014_scores_as_live(tmp_path: Path) -> N
         session = load_session(path)
         label = f"{row['task_name']} ({row['trajectory']})"
         assert session.final_step.reward == row["live"], label  # the live reward, recorded per step
+        # each action's agent_info (the scripted agent thinks the JSON of its step) is beside its step
+        assert session.steps[0].reasoning is None, label
+        thoughts = [step.reasoning for step in session.steps[1:]]
+        assert thoughts and all(r is not None and r.thought for r in thoughts), label
+        assert all(isinstance(json.loads(r.thought or "null"), list) for r in thoughts if r), label
+        assert {r.source for r in thoughts if r} <= {"agentlab", "browsergym"}, label  # + the chat
         result = score_session_file(path)  # what `cdp-session eval` does with it
         assert result["score"] == row["live"], f"{label}: offline {result['score']} != live {row['live']}"
         assert result["live_reward"] == row["live"], label
