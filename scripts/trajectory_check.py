@@ -65,6 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", default="0", help="the run's seed (each episode's is derived from it)")
     parser.add_argument("--questions", type=int, default=40, help="differential questions per episode")
     parser.add_argument("--keep", type=Path, default=None, help="keep the session files in this directory")
+    parser.add_argument(
+        "--traces",
+        action="store_true",
+        help="also record each plain-page episode as a Playwright trace, import it and ask it the same "
+        "questions (mode 'trace')",
+    )
     args = parser.parse_args(argv)
     if args.episodes < 1 or args.questions < 0:
         print("trajectory_check: error: --episodes must be >= 1 and --questions >= 0", file=sys.stderr)
@@ -110,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         out = args.keep or Path(scratch) / "sessions"
         for name in available:
             played: list[trajectories.LiveEnd] = []
-            with _site(name, conformance, Path(scratch)) as (site, play):
+            with _site(name, conformance, Path(scratch), traces=args.traces) as (site, play):
                 for index in range(shares[name]):
                     seed = f"{args.seed}:{name}:{index}"
                     try:
@@ -129,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
                     )
             for end in played:  # the app is stopped: nothing offline can reach it
                 found = trajectories.judge_episode(end)
+                if end.trace_path is not None:
+                    found += trajectories.judge_trace(end, out / "imported")
                 checks += found
                 for check in found:
                     if check.verdict == "silent":
@@ -152,7 +160,9 @@ Player = Callable[[Any, Path, str, int], Any]
 
 
 @contextlib.contextmanager
-def _site(name: str, conformance: dict[str, Any], workdir: Path) -> Iterator[tuple[Any, Player]]:
+def _site(
+    name: str, conformance: dict[str, Any], workdir: Path, *, traces: bool = False
+) -> Iterator[tuple[Any, Player]]:
     """The running app ``name`` as a ``Site``, and how one episode is played on it."""
     import browsergym.core
 
@@ -202,7 +212,9 @@ def _site(name: str, conformance: dict[str, Any], workdir: Path) -> Iterator[tup
     )
 
     def play(site: Any, out: Path, seed: str, questions: int) -> Any:
-        return trajectories.play_episode(browser, site, out, seed=seed, questions_per_episode=questions)
+        return trajectories.play_episode(
+            browser, site, out, seed=seed, questions_per_episode=questions, trace=traces
+        )
 
     try:
         if name == "bundled":

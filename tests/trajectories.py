@@ -536,6 +536,10 @@ class LiveEnd:
     moved: bool = False
     """The live tab no longer serialized to its captured HTML when asked (it moved on by itself after the
     capture, e.g. an animation): its answers are not judged, as in the differential checker."""
+    site_url: str = ""
+    trace_path: Path | None = None
+    """The episode as a Playwright trace (``context.tracing``, stopped after the last action), when
+    recorded: ``judge_trace`` imports it and asks it the same questions."""
 
 
 @dataclass(frozen=True)
@@ -544,7 +548,8 @@ class Check:
     label: str
     behaviours: tuple[str, ...]
     mode: str
-    """``recorded`` (the session as saved) or ``reconstructed`` (its end probe stripped)."""
+    """``recorded`` (the session as saved), ``reconstructed`` (its end probe stripped) or ``trace`` (the
+    episode's Playwright trace, imported)."""
     what: str
     """``current_tab``, ``url_match``, ``url_match_other``, ``program_html`` or a question kind."""
     verdict: str
@@ -784,6 +789,7 @@ def _finish(
         questions=questions,
         errors=list(errors),
         moved=any(isinstance(answer, differential._Moved) for _, answer in questions),
+        site_url=site_url,
     )
 
 
@@ -796,9 +802,11 @@ def play_episode(
     actions: int | None = None,
     questions_per_episode: int = 40,
     first: str | None = None,
+    trace: bool = False,
 ) -> LiveEnd:
     """One generated episode on a plain Playwright page of a fresh context of ``browser`` (``first``: a
-    behaviour to try first, e.g. to make sure a sample opens a tab)."""
+    behaviour to try first, e.g. to make sure a sample opens a tab; ``trace``: also record it as a
+    Playwright trace, ``<out>/traces/<label>.zip``)."""
     label = f"{site.name}.{re.sub(r'[^A-Za-z0-9]+', '-', seed)}"
     context = browser.new_context(**site.context_options)
     try:
@@ -814,6 +822,7 @@ def play_episode(
             actions=actions,
             questions_per_episode=questions_per_episode,
             first=first,
+            trace=out / "traces" / f"{label}.zip" if trace else None,
         )
     finally:
         context.close()
@@ -832,9 +841,11 @@ def _play_agent(
     actions: int | None,
     questions_per_episode: int,
     first: str | None,
+    trace: Path | None = None,
 ) -> LiveEnd:
     """The plain-page agent's episode from ``page`` of ``context``: signed in, started, a logger attached
-    by ``attach(logger, page)``, a capture after each generated action, then the live questions."""
+    by ``attach(logger, page)``, a capture after each generated action, then the live questions.
+    ``trace``: the episode is also traced by Playwright from the start page to the last action."""
     from cdp_integration import CDPSessionLogger
 
     rng = random.Random(seed)
@@ -845,12 +856,17 @@ def _play_agent(
     agent._settled(page)
     logger = CDPSessionLogger(out, instance_id=label, task={"site_urls": {"shopping": site.url}})
     attach(logger, page)
+    if trace is not None:
+        context.tracing.start(snapshots=True, screenshots=False)
     try:
         logger.capture_state_snapshot("start")
         for number in range(actions if actions is not None else rng.randint(4, 9)):
             name = agent.step(first if number == 0 else None)
             logger.capture_state_snapshot(name, action=agent.log[-1][:500])
-        return _finish(
+        if trace is not None:  # before the live questions: the trace is the agent's, not the oracle's
+            trace.parent.mkdir(parents=True, exist_ok=True)
+            context.tracing.stop(path=str(trace))
+        end = _finish(
             logger,
             agent.current,
             app=app,
@@ -862,6 +878,7 @@ def _play_agent(
             rng=rng,
             questions_per_episode=questions_per_episode,
         )
+        return dataclasses.replace(end, trace_path=trace)
     finally:
         logger.detach()
 
@@ -1004,68 +1021,96 @@ def _explain(session: Any, mode: str, config: dict[str, Any]) -> str:
 
 def judge_episode(end: LiveEnd) -> list[Check]:
     """Ask ``end``'s questions of its saved session in both capture modes (no network needed)."""
+    from cdp_integration.session.store import load_session
+
+    saved = load_session(end.session_path)
+    checks: list[Check] = []
+    for mode, session in (("recorded", saved), ("reconstructed", _reconstructed(saved))):
+        checks += _judge_session(end, mode, session)
+    return checks
+
+
+def judge_trace(end: LiveEnd, out: Path) -> list[Check]:
+    """Import ``end``'s Playwright trace (``cdp-session import playwright-trace``, into ``out``) and ask
+    the imported session the episode's questions (mode ``trace``). A trace has no CDP target ids: its
+    current tab is the one the ground truth's URL names (several such tabs: not judged)."""
+    from cdp_integration.imports.common import write_episode
+    from cdp_integration.imports.playwright_trace import import_trace
+    from cdp_integration.session.store import load_session
+
+    assert end.trace_path is not None
+    episode = import_trace(end.trace_path)
+    path = write_episode(episode, "playwright-trace", out, site_urls={"shopping": end.site_url})
+    return _judge_session(end, "trace", load_session(path), by_url=True)
+
+
+def _judge_session(end: LiveEnd, mode: str, session: Any, *, by_url: bool = False) -> list[Check]:
+    """The episode's questions asked of one session; ``by_url``: its tabs are not CDP targets, the
+    current one must show the ground truth's URL."""
     from cdp_integration.errors import ReplayMissError
     from cdp_integration.evaluate.scoring import evaluate_session
     from cdp_integration.replay.page import MockBrowserContext
-    from cdp_integration.session.store import load_session
     from tests.conformance import differential
 
-    saved = load_session(end.session_path)
     checks: list[Check] = []
     behaviours = tuple(dict.fromkeys(end.behaviours))
 
     def add(mode: str, what: str, verdict: str, detail: str = "") -> None:
         checks.append(Check(end.app, end.label, behaviours, mode, what, verdict, detail))
 
-    for mode, session in (("recorded", saved), ("reconstructed", _reconstructed(saved))):
-        final = session.final_step
-        unknown = final.current_tab_source == "unknown" and len(final.tabs) > 1
-        active = final.active_tab
-        if unknown:
-            add(mode, "current_tab", "miss", "the capture could not tell the current tab")
-        elif active is not None and active.tab_id == end.truth_tab:
-            add(mode, "current_tab", "equal")
-        else:
-            add(
-                mode,
-                "current_tab",
-                "silent",
-                f"offline current tab {active.tab_id[:8] if active else None} ({active.url if active else None}, "
-                f"{final.current_tab_source}); the agent's is {end.truth_tab[:8]} ({end.truth_url})",
-            )
-        scored = [
-            ("url_match", end.url_config, end.url_live),
-            ("program_html", end.html_config, end.html_live),
-        ]
-        if end.other_config is not None and end.other_live is not None:
-            scored.append(("url_match_other", end.other_config, end.other_live))
-        for what, config, live in scored:
-            try:
-                score = evaluate_session(session, config, per_step=False).score
-            except ReplayMissError as exc:
-                add(mode, what, "miss", str(exc))
-                continue
-            if unknown:
-                add(mode, what, "silent", f"scored {score} (live {live}) though the current tab is unknown")
-            elif score == live:
-                add(mode, what, "equal")
-            else:
-                verdict = "moved" if end.moved else "silent"
-                add(mode, what, verdict, f"live {live}, offline {score}: {_explain(session, mode, config)}")
-        context = MockBrowserContext(session, -1, evaluation="auto" if mode == "recorded" else None)
+    final = session.final_step
+    unknown = final.current_tab_source == "unknown" and len(final.tabs) > 1
+    active = final.active_tab
+    same = (
+        active is not None and active.url == end.truth_url
+        if by_url
+        else active is not None and active.tab_id == end.truth_tab
+    )
+    if unknown:
+        add(mode, "current_tab", "miss", "the capture could not tell the current tab")
+    elif same:
+        add(mode, "current_tab", "equal")
+    else:
+        add(
+            mode,
+            "current_tab",
+            "silent",
+            f"offline current tab {active.tab_id[:8] if active else None} ({active.url if active else None}, "
+            f"{final.current_tab_source}); the agent's is {end.truth_tab[:8]} ({end.truth_url})",
+        )
+    scored = [
+        ("url_match", end.url_config, end.url_live),
+        ("program_html", end.html_config, end.html_live),
+    ]
+    if end.other_config is not None and end.other_live is not None:
+        scored.append(("url_match_other", end.other_config, end.other_live))
+    for what, config, live in scored:
         try:
-            page = context.active_page
-            for question, live_answer in end.questions:
-                if unknown:
-                    add(mode, question.kind, "miss", "the capture could not tell the current tab")
-                    continue
-                outcome = differential._judge(page, question, live_answer)
-                detail = outcome.miss or ""
-                if outcome.verdict == "silent":
-                    detail = differential.format_silent(end.label, outcome)
-                add(mode, question.kind, outcome.verdict, detail)
-        finally:
-            context.close()
+            score = evaluate_session(session, config, per_step=False).score
+        except ReplayMissError as exc:
+            add(mode, what, "miss", str(exc))
+            continue
+        if unknown:
+            add(mode, what, "silent", f"scored {score} (live {live}) though the current tab is unknown")
+        elif score == live:
+            add(mode, what, "equal")
+        else:
+            verdict = "moved" if end.moved else "silent"
+            add(mode, what, verdict, f"live {live}, offline {score}: {_explain(session, mode, config)}")
+    context = MockBrowserContext(session, -1, evaluation="auto" if mode == "recorded" else None)
+    try:
+        page = context.active_page
+        for question, live_answer in end.questions:
+            if unknown:
+                add(mode, question.kind, "miss", "the capture could not tell the current tab")
+                continue
+            outcome = differential._judge(page, question, live_answer)
+            detail = outcome.miss or ""
+            if outcome.verdict == "silent":
+                detail = differential.format_silent(end.label, outcome)
+            add(mode, question.kind, outcome.verdict, detail)
+    finally:
+        context.close()
     return checks
 
 
