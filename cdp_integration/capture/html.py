@@ -89,7 +89,8 @@ _COPY = """((known, minText, minTotal, perElement) => {
       }
     }
     return out;
-  };  if (S.observer) S.observer.disconnect();
+  };
+  if (S.observer) S.observer.disconnect();
   S.observer = null; S.pending = null;
   if (document.contentType !== "text/html" || !document.documentElement) return "not an HTML document";
   const XHTML = "http://www.w3.org/1999/xhtml";
