@@ -143,18 +143,13 @@ def note_agent_info(agent_info: Any) -> None:
             role = _field(message, "role")
             if role is not None:
                 messages.append({"role": str(role), "text": _message_text(_field(message, "content"))})
-        extra = _field(agent_info, "extra_info")
-        notes = {
-            str(k): v if isinstance(v, str) else json.dumps(v, default=str)
-            for k, v in dict(extra or {}).items()
-        }
-        think = _field(agent_info, "think")
+        # the logger's bounded_reasoning turns values into text (JSON for structures) and cuts them
         _open_captures[-1].logger.note_reasoning(
             {
                 "source": "agentlab",
-                "thought": think if isinstance(think, str) else None,
+                "thought": _field(agent_info, "think"),
                 "messages": messages,
-                "notes": notes,
+                "notes": dict(_field(agent_info, "extra_info") or {}),
             }
         )
     except Exception as exc:
