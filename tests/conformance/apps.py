@@ -320,7 +320,8 @@ def start_django(workdir: Path) -> App:
     env = {
         **os.environ,
         "PYTHONPATH": str(DJANGO_SITE),
-        "PYTHONDONTWRITEBYTECODE": "1",
+        # no bytecode beside the tracked site's sources, unless the run caches it elsewhere (make test)
+        **({} if os.environ.get("PYTHONPYCACHEPREFIX") else {"PYTHONDONTWRITEBYTECODE": "1"}),
         "DJANGO_SETTINGS_MODULE": "conformance_site.settings",
         "CONFORMANCE_DJANGO_DB": str(site / "db.sqlite3"),
     }
