@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import base64
 import bisect
+import dataclasses
 import html as html_lib
 import re
 from collections.abc import Callable, Iterator
@@ -58,7 +59,9 @@ from cdp_integration.imports._zip import ZipLimits, ZipReader
 from cdp_integration.imports.common import CookieJar, ImportedEpisode
 from cdp_integration.imports.trace_formats import LATEST_FORMAT, upgrade_events, upgrade_network
 from cdp_integration.imports.trace_screencast import Screencast, frame_png
+from cdp_integration.replay.guard import captured_scripts
 from cdp_integration.session.limits import SessionLimits, count_values, limit_hint
+from cdp_integration.session.markup import SNAPSHOT_DROPPED_MARKER
 from cdp_integration.session.models import (
     CurrentTabSource,
     FormControlState,
@@ -81,7 +84,7 @@ MAX_RENDERED_BYTES = 48 * 1024**2
 built, as texts and attributes, not nodes); more is refused."""
 MAX_BODY_BYTES = 16 * 1024**2
 """Response bodies larger than this are not carried into the session."""
-DROPPED_SCRIPTS_MARKER = '<script type="application/x-playwright-dropped-scripts"></script>'
+DROPPED_SCRIPTS_MARKER = SNAPSHOT_DROPPED_MARKER
 
 ACTION_METHODS = frozenset(
     {
@@ -288,6 +291,24 @@ def _attributes(
     return list(out.items())
 
 
+_LEFT_OUT = re.compile(
+    r"<(?:no)?script\b|\bhttp-equiv\b|\brel\s*=\s*[\"']?[^>]*\b(?:preload|prefetch|modulepreload)\b|<iframe\b",
+    re.IGNORECASE,
+)
+"""Markup a trace snapshot leaves out or may leave out (scripts of every type, ``<noscript>``, ``<meta
+http-equiv>``, preload links, frames in ``<head>``), looked for in a document's response body."""
+
+_HEAD_FIRST = "HEAD:first"
+"""The parent name given to a ``<head>``'s first child while rendering."""
+
+
+def _snapshotter_base(node: list[Any]) -> bool:
+    """Whether ``node`` (the first child of a ``<head>``) is the ``<base href>`` Playwright's snapshotter puts
+    first in every ``<head>`` it serializes (``href`` its ``document.baseURI``; the page's own ``<base>``, if
+    any, follows it). Every producer version of the trace corpus writes it (1.32.1 to 1.65)."""
+    return len(node) == 2 and node[0].upper() == "BASE" and type(node[1]) is dict and set(node[1]) == {"href"}
+
+
 def render_snapshot_html(
     frame: _FrameSnapshots,
     index: int,
@@ -373,6 +394,8 @@ def render_snapshot_html(
         name = node[0].upper()
         if name == "SCRIPT" or not _NAME.match(node[0]):
             continue
+        if parent == _HEAD_FIRST and _snapshotter_base(node):
+            continue  # Playwright's own <base>, not the page's
         attrs = node[1] if len(node) > 1 and type(node[1]) is dict else {}
         if (
             name in ("IFRAME", "FRAME")
@@ -438,7 +461,10 @@ def render_snapshot_html(
         if name == "TITLE":
             in_title += 1
         stack.append(("close", node[0]))
-        stack.extend(("node", child, at, name) for child in reversed(children))
+        stack.extend(
+            ("node", child, at, _HEAD_FIRST if name == "HEAD" and i == 0 else name)
+            for i, child in reversed(list(enumerate(children)))
+        )
     parts.append(DROPPED_SCRIPTS_MARKER)
     return _Rendered("".join(parts), " ".join("".join(title).split()), len(typed), controls)
 
@@ -962,15 +988,39 @@ class _Builder:
     def _render(self, snapshot: _Snapshot, live_values: bool = False) -> _Rendered:
         key = (snapshot.frame, snapshot.index, live_values)
         if key not in self.rendered:
-            self.rendered[key] = render_snapshot_html(
+            rendered = render_snapshot_html(
                 self.trace.frames[snapshot.frame],
                 snapshot.index,
                 frame_url=lambda frame_id: self._frame_url(snapshot, frame_id),
                 live_values=live_values,
             )
+            if self._nothing_dropped(snapshot):
+                rendered = dataclasses.replace(
+                    rendered, html=rendered.html.removesuffix(DROPPED_SCRIPTS_MARKER)
+                )
+            self.rendered[key] = rendered
             if self.trace.held is not None:
                 self.trace.held.spend(len(self.rendered[key].html), f"snapshot {snapshot.index}")
         return self.rendered[key]
+
+    def _nothing_dropped(self, snapshot: _Snapshot) -> bool:
+        """Whether the snapshot's document, as its server sent it (the trace's response body for the
+        snapshot's URL), holds nothing Playwright's snapshot leaves out and nothing that runs a script
+        (which could have added such elements): then the rebuilt markup is the live page's whole, and
+        needs no marker. Unknown (no body, another URL) keeps the marker."""
+        load = self._last_document(snapshot.page, snapshot, snapshot.time)
+        if load is None:
+            return False
+        request, response = _obj(load.get("request")), _obj(load.get("response"))
+        if urlsplit(_text(request.get("url")))._replace(fragment="") != urlsplit(snapshot.url)._replace(
+            fragment=""
+        ):
+            return False
+        content = _obj(response.get("content"))
+        body, base64_encoded = _body(self.trace, content, _text(content.get("mimeType")))
+        if body is None or base64_encoded:
+            return False
+        return _LEFT_OUT.search(body) is None and captured_scripts(body) is None
 
     def _latest(self, limit_line: int, extra_call: str | None) -> dict[str, _Snapshot]:
         """Each page's last main-frame snapshot before ``limit_line`` (plus the "before" snapshot of

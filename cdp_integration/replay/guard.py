@@ -36,7 +36,14 @@ from playwright.sync_api import Error
 from cdp_integration.errors import ReplayMissError
 from cdp_integration.session.markup import iter_tags
 
-__all__ = ["NATIVE_CLICKS", "captured_scripts", "guarded_evaluate", "settle", "unstyled_stylesheets"]
+__all__ = [
+    "NATIVE_CLICKS",
+    "captured_scripts",
+    "guarded_evaluate",
+    "settle",
+    "structural_selector",
+    "unstyled_stylesheets",
+]
 
 NATIVE_CLICKS: tuple[str, ...] = (
     "summary (toggles its details)",
@@ -102,10 +109,10 @@ def captured_scripts(html: str) -> str | None:
     return None
 
 
-_INSTRUMENT = r"""() => {
+_INSTRUMENT = r"""(dropped) => {
   let g = window.__cdpiGuard;
   if (!g) {
-    g = { events: [], layout: [] };
+    g = { events: [], layout: [], markup: [] };
     Object.defineProperty(window, '__cdpiGuard', { value: g, enumerable: false });
     // Prototype getters and methods, taken before any question runs: a page's named elements
     // (<form><input name=attributes>, <img name=querySelectorAll>) cannot shadow them.
@@ -191,8 +198,45 @@ _INSTRUMENT = r"""() => {
     method(window, 'getComputedStyle', 'layout');
     g.links = Document.prototype.querySelectorAll;
   }
+  if (dropped && !g.markupOn) {
+    g.markupOn = true;
+    {
+      // The markup lacks elements the live page had (SNAPSHOT_DROPPED_MARKER): reads of markup, of
+      // text that includes <script> text, of children and siblings, and selectors that count siblings
+      // or name what was left out are answered from another tree than live.
+      const markup = (proto, name) => {
+        const d = Object.getOwnPropertyDescriptor(proto, name);
+        if (!d || !d.get) return;
+        Object.defineProperty(proto, name, { ...d, get: function () { g.markup.push({ what: name }); return d.get.call(this); } });
+      };
+      for (const name of ['textContent', 'childNodes', 'firstChild', 'lastChild', 'nextSibling', 'previousSibling'])
+        markup(Node.prototype, name);
+      for (const name of ['innerHTML', 'outerHTML', 'children', 'childElementCount', 'firstElementChild',
+                          'lastElementChild', 'nextElementSibling', 'previousElementSibling'])
+        markup(Element.prototype, name);
+      for (const name of ['scripts', 'children', 'childElementCount', 'firstElementChild', 'lastElementChild'])
+        markup(Document.prototype, name);
+      const structural = /:(?:nth-|first-|last-|only-|empty)|[+~](?!=)|(?:^|[\s>+~,(])(?:noscript|script|base|link|meta)(?![\w-])/i;
+      const selecting = (proto, name) => {
+        const original = proto[name];
+        if (typeof original !== 'function') return;
+        Object.defineProperty(proto, name, {
+          configurable: true, writable: true,
+          value: function (...args) {
+            const selector = String(args[0]).replace(/"[^"]*"|'[^']*'/g, '""');
+            if (structural.test(selector)) g.markup.push({ what: name + '(' + JSON.stringify(String(args[0])).slice(0, 80) + ')' });
+            return original.apply(this, args);
+          },
+        });
+      };
+      for (const proto of [Element.prototype, Document.prototype, DocumentFragment.prototype])
+        for (const name of ['querySelector', 'querySelectorAll', 'getElementsByTagName']) selecting(proto, name);
+      for (const name of ['matches', 'closest']) selecting(Element.prototype, name);
+    }
+  }
   g.events.length = 0;
   g.layout.length = 0;
+  g.markup.length = 0;
   // A stylesheet the sandbox refused still gets an empty sheet: "loaded" means it has rules (or, when
   // cross-origin rules cannot be read, that the browser timed a response for it).
   const loaded = (l) => {
@@ -204,7 +248,10 @@ _INSTRUMENT = r"""() => {
     .filter((l) => !l.disabled && (!l.media || matchMedia(l.media).matches) && !loaded(l)).map((l) => l.href);
 }"""
 
-_READ = "() => window.__cdpiGuard ? [window.__cdpiGuard.events.slice(0, 20), window.__cdpiGuard.layout.slice(0, 5)] : [[], []]"
+_READ = (
+    "() => window.__cdpiGuard ? [window.__cdpiGuard.events.slice(0, 20), window.__cdpiGuard.layout.slice(0, 5), "
+    "window.__cdpiGuard.markup.slice(0, 5)] : [[], [], []]"
+)
 
 _LOAD_TIMEOUT_MS = 10_000
 
@@ -217,15 +264,31 @@ _PAGE_FUNCTION_ERRORS = (
 )
 
 
+_STRUCTURAL_SELECTOR = re.compile(
+    r":(?:nth-|first-|last-|only-|empty)|[+~](?!=)|nth=|(?:^|[\s>+~,(])(?:noscript|script|base|link|meta)(?![\w-])",
+    re.IGNORECASE,
+)
+_QUOTED_TEXT = re.compile(r'"[^"]*"|\'[^\']*\'')
+
+
+def structural_selector(selector: str) -> bool:
+    """Whether ``selector`` (CSS or Playwright's) counts siblings or names elements a trace snapshot leaves
+    out (its quoted parts ignored), so its matches on a rebuilt page may differ from live."""
+    return _STRUCTURAL_SELECTOR.search(_QUOTED_TEXT.sub('""', selector)) is not None
+
+
 def _short(expression: str) -> str:
     text = " ".join(expression.split())
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def guarded_evaluate(page: Any, expression: str, arg: Any = None, *, url: str, scripted: str | None) -> Any:
+def guarded_evaluate(
+    page: Any, expression: str, arg: Any = None, *, url: str, scripted: str | None, dropped: str | None = None
+) -> Any:
     """``page.evaluate(expression, arg)`` in the sandbox, or ``ReplayMissError`` if its answer
     would depend on the page's scripts (``scripted``: why the captured page runs scripts, None if it
-    runs none), on a navigation, or on stylesheets the sandbox could not apply.
+    runs none), on a navigation, on stylesheets the sandbox could not apply, or on elements the captured
+    markup lacks (``dropped``: why, for a page rebuilt from a trace snapshot; None if it lacks none).
 
     Runs under the sandbox's time limit (``OfflineBrowser.limit``): an expression that never ends is
     a ``SandboxTimeoutError``.
@@ -235,7 +298,7 @@ def guarded_evaluate(page: Any, expression: str, arg: Any = None, *, url: str, s
     sandbox = offline_browser()
     with sandbox.limit(f"evaluate({_short(expression)!r}) on {url}"):
         settle(page)
-        unstyled = page.evaluate(_INSTRUMENT)
+        unstyled = page.evaluate(_INSTRUMENT, dropped is not None)
         try:
             value = page.evaluate(expression, arg)
         except Error as exc:
@@ -253,7 +316,7 @@ def guarded_evaluate(page: Any, expression: str, arg: Any = None, *, url: str, s
                     "config to record the live answer)"
                 ) from None
             raise
-        events, layout = page.evaluate(_READ)
+        events, layout, markup = page.evaluate(_READ)
         navigations = sandbox.navigations(page)
     navigations += [event["what"] for event in events if event.get("navigates")]
     if navigations:  # this question navigated, or an earlier one did: live, this page is gone
@@ -268,6 +331,12 @@ def guarded_evaluate(page: Any, expression: str, arg: Any = None, *, url: str, s
             f"scripts ({scripted}) whose listeners would react live, and they do not run in the offline "
             "sandbox (capture with the task's config to record the live answer)"
         )
+    if dropped and markup:
+        reads = ", ".join(dict.fromkeys(item["what"] for item in markup))
+        raise ReplayMissError(
+            f"evaluate({_short(expression)!r}) on {url}: reads {reads}, which depends on elements the page "
+            f"had live and its capture lacks: {dropped}"
+        )
     if unstyled and layout:
         reads = ", ".join(dict.fromkeys(item["what"] for item in layout))
         raise ReplayMissError(
@@ -281,7 +350,7 @@ def guarded_evaluate(page: Any, expression: str, arg: Any = None, *, url: str, s
 def unstyled_stylesheets(page: Any) -> list[str]:
     """Stylesheets the sandboxed page links but could not load (no body in the session)."""
     settle(page)
-    return list(page.evaluate(_INSTRUMENT))
+    return list(page.evaluate(_INSTRUMENT, False))
 
 
 def settle(page: Any) -> None:

@@ -105,6 +105,13 @@ class ReplayDocument:
         return None
 
     @functools.cached_property
+    def dropped(self) -> str | None:
+        """Why the captured markup lacks elements the live page had (a trace snapshot), or None."""
+        from cdp_integration.session.markup import snapshot_dropped
+
+        return next(filter(None, map(snapshot_dropped, (self.html, *self.frames.values()))), None)
+
+    @functools.cached_property
     def styled_by_pointer(self) -> bool:
         """Whether any of its CSS (inline, stored stylesheets, CSSOM rules, frames) may select on
         ``:hover``, ``:active`` or ``:focus*``: else forcing those states changes nothing it renders."""

@@ -34,7 +34,13 @@ from urllib.parse import urldefrag, urlsplit
 from playwright.sync_api import BrowserContext, Error, Locator, Page
 
 from cdp_integration.errors import ReconstructedAnswerError, ReplayMissError, SandboxTimeoutError
-from cdp_integration.replay.guard import captured_scripts, guarded_evaluate, settle, unstyled_stylesheets
+from cdp_integration.replay.guard import (
+    captured_scripts,
+    guarded_evaluate,
+    settle,
+    structural_selector,
+    unstyled_stylesheets,
+)
 from cdp_integration.replay.offline import ReplayDocument, Resource, offline_browser
 from cdp_integration.replay.recorded import CallBook, nearest
 from cdp_integration.session.models import (
@@ -739,7 +745,12 @@ class MockPage(Page):
         document = self._captured()
         try:
             return guarded_evaluate(
-                page, expression, arg, url=self._url, scripted=document.scripted if document else None
+                page,
+                expression,
+                arg,
+                url=self._url,
+                scripted=document.scripted if document else None,
+                dropped=document.dropped if document else None,
             )
         except ReplayMissError as exc:
             self._context.misses.append(str(exc))
@@ -772,6 +783,11 @@ class MockPage(Page):
         if call.error is not None:
             raise Error(call.error)
         return call.result
+
+    def _dropped(self) -> str | None:
+        """Why the captured markup of this page lacks elements the live page had, or None."""
+        document = self._captured()
+        return document.dropped if document is not None else None
 
     def _captured(self) -> ReplayDocument | None:
         if self._document is False:
@@ -863,6 +879,13 @@ class MockPage(Page):
         if call is not None:
             return str(self._replay_outcome(call))
         self._reconstructed("content")
+        dropped = self._dropped()
+        if dropped is not None:
+            error = ReplayMissError(
+                f"content() on {self._url}: the page's markup is not what the live page held: {dropped}"
+            )
+            self._context.misses.append(str(error))
+            raise error
         if not self._history:
             document = self._captured()
             if document is None:
@@ -974,8 +997,27 @@ class MockLocator(Locator):
             raise error
         return offline.locator(self._selector)
 
-    def _ask(self, op: str, read: Callable[[Locator], _T], *, layout: bool = False) -> _T:
-        """``read`` of the sandbox's locator, as one question under the sandbox's time limit."""
+    def _ask(
+        self, op: str, read: Callable[[Locator], _T], *, layout: bool = False, markup: bool = False
+    ) -> _T:
+        """``read`` of the sandbox's locator, as one question under the sandbox's time limit.
+
+        ``markup``: the answer includes markup or the text of ``<script>`` elements (``textContent``,
+        ``innerHTML``), so a page whose capture lacks elements the live page had cannot give it; nor can
+        it match a selector that counts siblings or names such elements."""
+        dropped = self._page._dropped()
+        if dropped is not None and (markup or structural_selector(self._selector)):
+            what = (
+                "reads markup or <script> text"
+                if markup
+                else "its selector counts siblings or names left-out elements"
+            )
+            error = ReplayMissError(
+                f"locator({self._selector!r}).{op}() on {self._page.url}: {what}, and the page's markup is not "
+                f"what the live page held: {dropped}"
+            )
+            self._page.context.misses.append(str(error))
+            raise error
         with self._page._question(f"locator({self._selector!r}).{op}()"):
             return read(self._live(op, layout=layout))
 
@@ -992,11 +1034,11 @@ class MockLocator(Locator):
 
     def text_content(self, *, timeout: Timeout = None) -> str | None:
         wait = timeout if timeout is not None else 1000.0
-        return self._ask("text_content", lambda live: live.text_content(timeout=wait))
+        return self._ask("text_content", lambda live: live.text_content(timeout=wait), markup=True)
 
     def inner_html(self, *, timeout: Timeout = None) -> str:
         wait = timeout if timeout is not None else 1000.0
-        return self._ask("inner_html", lambda live: live.inner_html(timeout=wait))
+        return self._ask("inner_html", lambda live: live.inner_html(timeout=wait), markup=True)
 
     def get_attribute(self, name: str, *, timeout: Timeout = None) -> str | None:
         wait = timeout if timeout is not None else 1000.0
@@ -1006,7 +1048,7 @@ class MockLocator(Locator):
         return self._ask("all_inner_texts", lambda live: live.all_inner_texts(), layout=True)
 
     def all_text_contents(self) -> list[str]:
-        return self._ask("all_text_contents", lambda live: live.all_text_contents())
+        return self._ask("all_text_contents", lambda live: live.all_text_contents(), markup=True)
 
     def is_visible(self, *, timeout: Timeout = None) -> bool:
         return self._ask("is_visible", lambda live: live.is_visible(), layout=True)

@@ -12,7 +12,23 @@ import functools
 import re
 from collections.abc import Callable, Iterator
 
-__all__ = ["iter_tags", "sub_tags"]
+__all__ = ["SNAPSHOT_DROPPED_MARKER", "iter_tags", "snapshot_dropped", "sub_tags"]
+
+SNAPSHOT_DROPPED_MARKER = '<script type="application/x-playwright-dropped-scripts"></script>'
+"""Appended to a page rebuilt from a Playwright trace snapshot: the snapshot left elements out (every
+``<script>``, preload links, some ``<meta>`` and ``<noscript>``), so the page's markup is not what the live
+page held. An inert data block (not a script type), so the page still counts as one that ran scripts."""
+
+
+def snapshot_dropped(html: str | None) -> str | None:
+    """Why ``html`` is not the live page's whole markup, or None (it is)."""
+    if html is not None and SNAPSHOT_DROPPED_MARKER in html:
+        return (
+            "it was rebuilt from a Playwright trace snapshot, which leaves out the page's <script> elements "
+            "(and preload links, some <meta> and <noscript> elements)"
+        )
+    return None
+
 
 _QUOTED = re.compile(r"""[>"']""")
 _PLAIN = re.compile(r">")

@@ -99,3 +99,46 @@ def test_cookies_come_from_headers_in_order() -> None:
     assert set(cookies) == {"session"}
     assert cookies["session"].value == "xyz" and cookies["session"].http_only
     assert cookies["session"].same_site == "Lax"
+
+
+def test_the_snapshotters_own_base_is_left_out_and_the_pages_is_kept() -> None:
+    """Playwright puts ``<base href=document.baseURI>`` first in every ``<head>`` it serializes; the page's
+    own ``<base>`` (if any) follows it. A reference to it (later snapshots) is left out too."""
+    fake = ["BASE", {"href": "http://shop/a/"}]
+    own = ["BASE", {"href": "/static/"}]
+    first = ["HTML", {}, ["HEAD", {}, fake, own, ["TITLE", {}, "Shop"]], ["BODY", {}, "x"]]
+    # post-order of the first: BASE0 BASE1 "Shop"2 TITLE3 HEAD4 "x"5 BODY6 HTML7
+    second = ["HTML", {}, ["HEAD", {}, [[1, 0]], ["TITLE", {}, "Shop"]], ["BODY", {}, "y"]]
+    frame = _frame(first, second)
+    assert render_snapshot_html(frame, 0).html.startswith(
+        '<!DOCTYPE html><HTML><HEAD><BASE href="/static/"><TITLE>Shop</TITLE></HEAD>'
+    )
+    assert render_snapshot_html(frame, 1).html.startswith(
+        "<!DOCTYPE html><HTML><HEAD><TITLE>Shop</TITLE></HEAD>"
+    )
+    # a <base> with more than an href, or not first in <head>, is the page's
+    page = ["HTML", {}, ["HEAD", {}, ["BASE", {"href": "/x/", "target": "_top"}]], ["BODY", {}]]
+    assert '<BASE href="/x/" target="_top">' in render_snapshot_html(_frame(page), 0).html
+
+
+@pytest.mark.parametrize(
+    ("selector", "structural"),
+    [
+        ("#price", False),
+        (".product-meta .link-list > li", False),
+        ('[data-x="a + b:nth-child(2)"]', False),
+        ("[class~=x]", False),
+        ("body > div:nth-child(3)", True),
+        ("li:last-child", True),
+        ("h1 + p", True),
+        ("h1 ~ p", True),
+        ("div:empty", True),
+        ("script", True),
+        ("head > meta", True),
+        ("div >> nth=2", True),
+    ],
+)
+def test_selectors_that_count_siblings_or_name_left_out_elements(selector: str, structural: bool) -> None:
+    from cdp_integration.replay.guard import structural_selector
+
+    assert structural_selector(selector) is structural
