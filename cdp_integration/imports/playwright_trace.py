@@ -59,9 +59,8 @@ from cdp_integration.imports._zip import ZipLimits, ZipReader
 from cdp_integration.imports.common import CookieJar, ImportedEpisode
 from cdp_integration.imports.trace_formats import LATEST_FORMAT, upgrade_events, upgrade_network
 from cdp_integration.imports.trace_screencast import Screencast, frame_png
-from cdp_integration.replay.guard import captured_scripts
 from cdp_integration.session.limits import SessionLimits, count_values, limit_hint
-from cdp_integration.session.markup import SNAPSHOT_DROPPED_MARKER
+from cdp_integration.session.markup import SNAPSHOT_DROPPED_MARKER, captured_scripts
 from cdp_integration.session.models import (
     CurrentTabSource,
     FormControlState,

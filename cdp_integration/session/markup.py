@@ -12,7 +12,7 @@ import functools
 import re
 from collections.abc import Callable, Iterator
 
-__all__ = ["SNAPSHOT_DROPPED_MARKER", "iter_tags", "snapshot_dropped", "sub_tags"]
+__all__ = ["SNAPSHOT_DROPPED_MARKER", "captured_scripts", "iter_tags", "snapshot_dropped", "sub_tags"]
 
 SNAPSHOT_DROPPED_MARKER = '<script type="application/x-playwright-dropped-scripts"></script>'
 """Appended to a page rebuilt from a Playwright trace snapshot: the snapshot left elements out (every
@@ -108,3 +108,58 @@ def sub_tags(text: str, name: str, replace: Callable[[str], str], *, quotes: boo
         return text
     parts.append(text[last:])
     return "".join(parts)
+
+
+_JS_TYPES = frozenset(
+    {
+        "",
+        "module",
+        "text/javascript",
+        "application/javascript",
+        "application/ecmascript",
+        "application/x-ecmascript",
+        "application/x-javascript",
+        "text/ecmascript",
+        "text/javascript1.0",
+        "text/javascript1.1",
+        "text/javascript1.2",
+        "text/javascript1.3",
+        "text/javascript1.4",
+        "text/javascript1.5",
+        "text/jscript",
+        "text/livescript",
+        "text/x-ecmascript",
+        "text/x-javascript",
+    }
+)
+"""``<script type>`` values a browser runs (the rest are data blocks: JSON, templates)."""
+
+_TYPE = re.compile(r"""\btype\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""", re.IGNORECASE)
+_HANDLER = re.compile(r"\son[a-z]+\s*=", re.IGNORECASE)
+_SCRIPT_URL = re.compile(
+    r"""=\s*["']?[\x00-\x20]*j[\t\n\r]*a[\t\n\r]*v[\t\n\r]*a[\t\n\r]*s[\t\n\r]*c[\t\n\r]*r[\t\n\r]*i"""
+    r"""[\t\n\r]*p[\t\n\r]*t[\t\n\r]*:""",
+    re.IGNORECASE,
+)
+_ESCAPED_SCRIPT = re.compile(r"&lt;script\b", re.IGNORECASE)
+
+
+def captured_scripts(html: str) -> str | None:
+    """Why the page captured as ``html`` ran scripts live, or None if it carries none.
+
+    Decided from the stored markup, so nothing the page defines can fool it; it errs towards "runs
+    scripts" (an ``onx=`` in text counts), which only turns an answer into a loud refusal.
+    """
+    for start, end in iter_tags(html, "script", quotes=False):  # linear, however many are unclosed
+        kind = _TYPE.search(html, start + len("<script"), end - 1)
+        value = next((g for g in kind.groups() if g is not None), "") if kind else ""
+        if value.strip().lower().split(";")[0].strip() in _JS_TYPES:
+            return "a <script> element"
+    handler = _HANDLER.search(html)
+    if handler is not None:
+        return f"an inline {handler.group(0).strip().rstrip('=').strip()} handler"
+    if _SCRIPT_URL.search(html):
+        return "a javascript: URL"
+    if _ESCAPED_SCRIPT.search(html):
+        return "a <script> in an iframe's srcdoc"
+    return None

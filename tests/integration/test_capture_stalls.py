@@ -175,7 +175,7 @@ def test_a_popup_its_opener_wrote_does_not_hang_the_capture(episode: Episode, se
     with page.context.expect_page() as popup_info:
         page.click("#open")
     popup = popup_info.value
-    popup.wait_for_function("document.body && document.body.textContent.includes('written')")
+    popup.wait_for_function("document.body && document.body.textContent.includes('written')", polling=100)
     step = episode.capture("popup")
     within_budget(episode)
     popup_tab = next(t for t in step.tabs if not t.active)
@@ -199,7 +199,11 @@ def test_a_page_that_never_finishes_loading(episode: Episode, server: StallServe
     page.goto(f"{server.base}/", wait_until="load")
     episode.capture("reset")
     page.goto(f"{server.base}/never", wait_until="commit")
-    page.wait_for_function("document.readyState !== 'loading' || !!document.querySelector('img')")
+    # polled on a timer: Playwright's default polls on animation frames, which a page whose stylesheet
+    # never arrives does not render (its first one may come before the <img> is parsed)
+    page.wait_for_function(
+        "document.readyState !== 'loading' || !!document.querySelector('img')", polling=100
+    )
     step = episode.capture("navigate")
     within_budget(episode)
     tab = next(t for t in step.tabs if t.active)

@@ -178,7 +178,13 @@ def _config(*evaluations: dict[str, Any]) -> dict[str, Any]:
 URL_MATCH = {"eval_types": ["url_match"], "reference_url": SEARCH, "url_note": "GOLD in PRED"}
 ON_PAGE = {
     "eval_types": ["program_html"],
-    "program_html": [{"url": "last", "locator": "", "required_contents": {"must_include": [RESULTS]}}],
+    "program_html": [
+        {
+            "url": "last",
+            "locator": "document.body.outerText",
+            "required_contents": {"must_include": [RESULTS]},
+        }
+    ],
 }
 
 
@@ -274,7 +280,13 @@ def test_a_tab_opened_after_the_last_action_makes_the_current_tab_unknown(
         _score(session, URL_MATCH)
     given = {
         "eval_types": ["program_html"],
-        "program_html": [{"url": SEARCH, "locator": "", "required_contents": {"must_include": ["Ocean"]}}],
+        "program_html": [
+            {
+                "url": SEARCH,
+                "locator": "document.body.outerText",
+                "required_contents": {"must_include": ["Ocean"]},
+            }
+        ],
     }
     assert _score(session, given) == 1.0
     # the steps before: the page the agent acted in
