@@ -54,7 +54,7 @@ NATIVE_CLICKS: tuple[str, ...] = (
 """``click()`` targets answered on a page with scripts: their default action needs no page script.
 Refused all the same when the target, its control or an ancestor carries an inline ``on*`` handler."""
 
-_INSTRUMENT = r"""(dropped) => {
+_INSTRUMENT = r"""([dropped, structuralSource]) => {
   let g = window.__cdpiGuard;
   if (!g) {
     g = { events: [], layout: [], markup: [] };
@@ -145,39 +145,37 @@ _INSTRUMENT = r"""(dropped) => {
   }
   if (dropped && !g.markupOn) {
     g.markupOn = true;
-    {
-      // The markup lacks elements the live page had (SNAPSHOT_DROPPED_MARKER): reads of markup, of
-      // text that includes <script> text, of children and siblings, and selectors that count siblings
-      // or name what was left out are answered from another tree than live.
-      const markup = (proto, name) => {
-        const d = Object.getOwnPropertyDescriptor(proto, name);
-        if (!d || !d.get) return;
-        Object.defineProperty(proto, name, { ...d, get: function () { g.markup.push({ what: name }); return d.get.call(this); } });
-      };
-      for (const name of ['textContent', 'childNodes', 'firstChild', 'lastChild', 'nextSibling', 'previousSibling'])
-        markup(Node.prototype, name);
-      for (const name of ['innerHTML', 'outerHTML', 'children', 'childElementCount', 'firstElementChild',
-                          'lastElementChild', 'nextElementSibling', 'previousElementSibling'])
-        markup(Element.prototype, name);
-      for (const name of ['scripts', 'children', 'childElementCount', 'firstElementChild', 'lastElementChild'])
-        markup(Document.prototype, name);
-      const structural = /:(?:nth-|first-|last-|only-|empty)|[+~](?!=)|(?:^|[\s>+~,(])(?:noscript|script|base|link|meta)(?![\w-])/i;
-      const selecting = (proto, name) => {
-        const original = proto[name];
-        if (typeof original !== 'function') return;
-        Object.defineProperty(proto, name, {
-          configurable: true, writable: true,
-          value: function (...args) {
-            const selector = String(args[0]).replace(/"[^"]*"|'[^']*'/g, '""');
-            if (structural.test(selector)) g.markup.push({ what: name + '(' + JSON.stringify(String(args[0])).slice(0, 80) + ')' });
-            return original.apply(this, args);
-          },
-        });
-      };
-      for (const proto of [Element.prototype, Document.prototype, DocumentFragment.prototype])
-        for (const name of ['querySelector', 'querySelectorAll', 'getElementsByTagName']) selecting(proto, name);
-      for (const name of ['matches', 'closest']) selecting(Element.prototype, name);
-    }
+    // The markup lacks elements the live page had (SNAPSHOT_DROPPED_MARKER): reads of markup, of
+    // text that includes <script> text, of children and siblings, and selectors that count siblings
+    // or name what was left out are answered from another tree than live.
+    const markup = (proto, name) => {
+      const d = Object.getOwnPropertyDescriptor(proto, name);
+      if (!d || !d.get) return;
+      Object.defineProperty(proto, name, { ...d, get: function () { g.markup.push({ what: name }); return d.get.call(this); } });
+    };
+    for (const name of ['textContent', 'childNodes', 'firstChild', 'lastChild', 'nextSibling', 'previousSibling'])
+      markup(Node.prototype, name);
+    for (const name of ['innerHTML', 'outerHTML', 'children', 'childElementCount', 'firstElementChild',
+                        'lastElementChild', 'nextElementSibling', 'previousElementSibling'])
+      markup(Element.prototype, name);
+    for (const name of ['scripts', 'children', 'childElementCount', 'firstElementChild', 'lastElementChild'])
+      markup(Document.prototype, name);
+    const structural = new RegExp(structuralSource, 'i');  // _STRUCTURAL_SELECTOR
+    const selecting = (proto, name) => {
+      const original = proto[name];
+      if (typeof original !== 'function') return;
+      Object.defineProperty(proto, name, {
+        configurable: true, writable: true,
+        value: function (...args) {
+          const selector = String(args[0]).replace(/"[^"]*"|'[^']*'/g, '""');  // _QUOTED_TEXT
+          if (structural.test(selector)) g.markup.push({ what: name + '(' + JSON.stringify(String(args[0])).slice(0, 80) + ')' });
+          return original.apply(this, args);
+        },
+      });
+    };
+    for (const proto of [Element.prototype, Document.prototype, DocumentFragment.prototype])
+      for (const name of ['querySelector', 'querySelectorAll', 'getElementsByTagName']) selecting(proto, name);
+    for (const name of ['matches', 'closest']) selecting(Element.prototype, name);
   }
   g.events.length = 0;
   g.layout.length = 0;
@@ -243,7 +241,7 @@ def guarded_evaluate(
     sandbox = offline_browser()
     with sandbox.limit(f"evaluate({_short(expression)!r}) on {url}"):
         settle(page)
-        unstyled = page.evaluate(_INSTRUMENT, dropped is not None)
+        unstyled = page.evaluate(_INSTRUMENT, [dropped is not None, _STRUCTURAL_SELECTOR.pattern])
         try:
             value = page.evaluate(expression, arg)
         except Error as exc:
@@ -295,7 +293,7 @@ def guarded_evaluate(
 def unstyled_stylesheets(page: Any) -> list[str]:
     """Stylesheets the sandboxed page links but could not load (no body in the session)."""
     settle(page)
-    return list(page.evaluate(_INSTRUMENT, False))
+    return list(page.evaluate(_INSTRUMENT, [False, _STRUCTURAL_SELECTOR.pattern]))
 
 
 def settle(page: Any) -> None:
