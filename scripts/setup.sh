@@ -63,7 +63,12 @@ have() { command -v "$1" >/dev/null 2>&1; }
 # is named after a program: `command -v chromium` would find the function itself.
 debian_needs() {
   local need=()
-  case "$1" in core|bench|conformance|test|all) [ -x /usr/lib/chromium/chromium ] || need+=(chromium) ;; esac
+  case "$1" in core|bench|conformance|test|all)
+    [ -x /usr/lib/chromium/chromium ] || need+=(chromium)
+    # what Playwright launches for headless=True: the same build without the browser's UI, half the CPU
+    [ -x /usr/lib/chromium/chromium-headless-shell ] || need+=(chromium-headless-shell)
+    ;;
+  esac
   case "$1" in test|all)
     have tmux || need+=(tmux)
     # the WebArena stand-ins' wikipedia is the real software WebArena uses: kiwix-serve over a ZIM we build

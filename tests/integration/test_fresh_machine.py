@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 PACKAGES: dict[str, tuple[str, ...]] = {
     "chromium": ("/usr/lib/chromium", "/usr/bin/chromium"),
+    "chromium-headless-shell": ("/usr/bin/chromium-headless-shell",),  # its binary is in /usr/lib/chromium
     "tmux": ("/usr/bin/tmux",),
     "kiwix-tools": ("/usr/bin/kiwix-serve",),
     "zim-tools": ("/usr/bin/zimwriterfs",),
@@ -53,10 +54,19 @@ PROGRAMS = {
 }
 
 ASKS = {
-    "core": {"chromium"},
+    "core": {"chromium", "chromium-headless-shell"},
     "docs": set(),
-    "bench": {"chromium", "nodejs", "npm"},
-    "conformance": {"chromium", "php-cli", "php-cgi", "php-xml", "dokuwiki", "nodejs", "npm"},
+    "bench": {"chromium", "chromium-headless-shell", "nodejs", "npm"},
+    "conformance": {
+        "chromium",
+        "chromium-headless-shell",
+        "php-cli",
+        "php-cgi",
+        "php-xml",
+        "dokuwiki",
+        "nodejs",
+        "npm",
+    },
     "test": set(PACKAGES),
 }
 """What each job must ask Debian for on a machine that has none of it (``make demo`` runs ``core``)."""
