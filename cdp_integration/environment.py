@@ -45,6 +45,7 @@ __all__ = [
     "chromium_executable",
     "ensure_playwright_browsers",
     "ensure_punkt_tab",
+    "headless_executable",
     "headless_shell_executable",
     "make_punkt_tab_findable",
     "mend_page_close",
@@ -120,6 +121,11 @@ def headless_shell_executable() -> str | None:
         if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
             return candidate
     return None
+
+
+def headless_executable() -> str:
+    """The binary for a headless launch: the headless shell where installed, else Chromium."""
+    return headless_shell_executable() or chromium_executable()
 
 
 def _playwright_revisions() -> dict[str, str]:

@@ -208,7 +208,7 @@ def _site(
             )
         return
     browser = browsergym.core._get_global_playwright().chromium.launch(
-        executable_path=environment.chromium_executable(), args=list(environment.CHROMIUM_ARGS), headless=True
+        executable_path=environment.headless_executable(), args=list(environment.CHROMIUM_ARGS), headless=True
     )
 
     def play(site: Any, out: Path, seed: str, questions: int) -> Any:

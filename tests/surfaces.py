@@ -68,7 +68,7 @@ NOT_ATTACKED: dict[str, str] = {
         "WEBARENA_CDP_LOGGING", "WEBARENA_CDP_SESSION_DIR", "WEBARENA_TRAJECTORIES", "WA_SHOPPING",
     )},
     **{f"env {name}": _SETUP for name in (
-        "CDP_CHROMIUM", "CDP_INTEGRATION_CACHE", "NLTK_DATA", "PLAYWRIGHT_BROWSERS_PATH", "XDG_CACHE_HOME",
+        "CDP_CHROMIUM", "CDP_CHROMIUM_HEADLESS_SHELL", "CDP_INTEGRATION_CACHE", "NLTK_DATA", "PLAYWRIGHT_BROWSERS_PATH", "XDG_CACHE_HOME",
     )},
 }  # fmt: skip
 """Surfaces no hostile case attacks, each with the reason; a new surface cannot be added here

@@ -219,7 +219,7 @@ class OfflineBrowser:
                 self._spares.clear()
                 self._context_ids.clear()
                 self._browser = playwright.chromium.launch(
-                    executable_path=environment.chromium_executable(),
+                    executable_path=environment.headless_executable(),
                     args=[*OFFLINE_CHROMIUM_ARGS, self._token],
                     headless=True,
                 )

@@ -307,7 +307,7 @@ def check_source(
     configs: dict[int, dict[str, Any]] = {}
     started = time.perf_counter()
     browser = browsergym.core._get_global_playwright().chromium.launch(
-        executable_path=environment.chromium_executable(), args=list(environment.CHROMIUM_ARGS), headless=True
+        executable_path=environment.headless_executable(), args=list(environment.CHROMIUM_ARGS), headless=True
     )
     try:
         with source.running(workdir) as app:

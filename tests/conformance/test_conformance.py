@@ -287,7 +287,7 @@ def browser() -> Iterator[Any]:
     from cdp_integration import environment
 
     browser = browsergym.core._get_global_playwright().chromium.launch(
-        executable_path=environment.chromium_executable(), args=list(environment.CHROMIUM_ARGS), headless=True
+        executable_path=environment.headless_executable(), args=list(environment.CHROMIUM_ARGS), headless=True
     )
     try:
         yield browser

@@ -26,7 +26,7 @@ def shop_page() -> Iterator[tuple[Any, str]]:
 
     with DemoSite() as site:
         browser = browsergym.core._get_global_playwright().chromium.launch(
-            executable_path=environment.chromium_executable(),
+            executable_path=environment.headless_executable(),
             args=list(environment.CHROMIUM_ARGS),
             headless=True,
         )

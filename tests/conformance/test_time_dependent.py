@@ -135,7 +135,7 @@ def browser() -> Iterator[Browser]:
     from cdp_integration import environment
 
     launched = browsergym.core._get_global_playwright().chromium.launch(
-        executable_path=environment.chromium_executable(), args=list(environment.CHROMIUM_ARGS), headless=True
+        executable_path=environment.headless_executable(), args=list(environment.CHROMIUM_ARGS), headless=True
     )
     try:
         yield launched

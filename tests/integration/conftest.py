@@ -42,7 +42,7 @@ def playwright() -> Playwright:
 def browser(playwright: Playwright) -> Iterator[Browser]:
     """One headless system Chromium per test module."""
     launched = playwright.chromium.launch(
-        executable_path=environment.chromium_executable(), args=list(environment.CHROMIUM_ARGS), headless=True
+        executable_path=environment.headless_executable(), args=list(environment.CHROMIUM_ARGS), headless=True
     )
     try:
         yield launched

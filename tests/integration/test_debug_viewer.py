@@ -57,7 +57,9 @@ def test_steps_table_of_a_demo_episode(review: Path, demo_site: DemoSite) -> Non
     assert rows[0].split()[:2] == ["0", "reset"]
     login = rows[4]
     assert f"{demo_site.base_url}/account" in login and "My Account" in login and "302→200" in login
-    assert re.search(r"302→200\s+6\s+\d+\.\d\s+0\s+-$", login)  # 6 requests, capture ms, reward 0, no faults
+    requests = len(load_session(review).steps[4].network)  # the page's own count (favicon or not)
+    assert re.search(rf"302→200\s+{requests}\s+\d+\.\d\s+0\s+-$", login)  # capture ms, reward 0, no faults
+    assert requests >= 5  # the sign-in POST, the account page and what it loads
     assert "answer: '$24.00'" in lines
 
 

@@ -235,7 +235,7 @@ def live_chromium() -> Any:
 
     environment.prepare()
     return browsergym.core._get_global_playwright().chromium.launch(
-        executable_path=environment.chromium_executable(), args=list(environment.CHROMIUM_ARGS)
+        executable_path=environment.headless_executable(), args=list(environment.CHROMIUM_ARGS)
     )
 
 
@@ -296,7 +296,7 @@ def test_the_udp_listener_does_see_webrtc_outside_the_sandbox(listeners: Listene
     # the process's one sync Playwright (BrowserGym's, which earlier tests of the run may have started)
     playwright = browsergym.core._get_global_playwright()
     browser = playwright.chromium.launch(
-        executable_path=environment.chromium_executable(), args=list(environment.CHROMIUM_ARGS)
+        executable_path=environment.headless_executable(), args=list(environment.CHROMIUM_ARGS)
     )
     try:
         page = browser.new_page()

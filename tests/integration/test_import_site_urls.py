@@ -61,13 +61,13 @@ def _play(
     """Each task played and traced in a fresh context; the live scores and the agent's answers by task id."""
     import browsergym.core
 
-    from cdp_integration.environment import CHROMIUM_ARGS, chromium_executable
+    from cdp_integration.environment import CHROMIUM_ARGS, headless_executable
 
     urls = site_urls(site.base_url)
     live: dict[str, float] = {}
     answers: dict[str, str] = {}
     playwright = browsergym.core._get_global_playwright()
-    browser = playwright.chromium.launch(executable_path=chromium_executable(), args=list(CHROMIUM_ARGS))
+    browser = playwright.chromium.launch(executable_path=headless_executable(), args=list(CHROMIUM_ARGS))
     try:
         for config in configs:
             task_id = config["task_id"]

@@ -356,11 +356,11 @@ def _navigating_click_trace(base_url: str, path: Path) -> str:
 
     from playwright.sync_api import Route
 
-    from cdp_integration.environment import CHROMIUM_ARGS, chromium_executable
+    from cdp_integration.environment import CHROMIUM_ARGS, headless_executable
 
     release = threading.Event()
     with _shared_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_executable(), args=list(CHROMIUM_ARGS))
+        browser = playwright.chromium.launch(executable_path=headless_executable(), args=list(CHROMIUM_ARGS))
         try:
             context = browser.new_context()
             page = context.new_page()
@@ -462,12 +462,12 @@ def test_typed_values_answer_on_the_agents_page_and_not_on_a_fresh_load(
 ) -> None:
     """A trace of a form filled and not submitted: the page as the agent left it answers with what was
     typed, a fresh load of its URL (the evaluator's own ``goto``) with the page's defaults, as live."""
-    from cdp_integration.environment import CHROMIUM_ARGS, chromium_executable
+    from cdp_integration.environment import CHROMIUM_ARGS, headless_executable
     from cdp_integration.replay import replay_step
 
     url = demo_site.base_url + "/login?next=/account"
     with _shared_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_executable(), args=list(CHROMIUM_ARGS))
+        browser = playwright.chromium.launch(executable_path=headless_executable(), args=list(CHROMIUM_ARGS))
         try:
             context = browser.new_context()
             context.tracing.start(snapshots=True, screenshots=False)
@@ -511,7 +511,7 @@ def test_same_origin_child_frames_answer_as_live(tmp_path: Path) -> None:
     as live, not the cross-origin one (Playwright snapshots it; the import leaves it out)."""
     from playwright.sync_api import Route
 
-    from cdp_integration.environment import CHROMIUM_ARGS, chromium_executable
+    from cdp_integration.environment import CHROMIUM_ARGS, headless_executable
     from cdp_integration.replay import replay_step
 
     pages = {
@@ -525,7 +525,7 @@ def test_same_origin_child_frames_answer_as_live(tmp_path: Path) -> None:
         route.fulfill(status=200, content_type="text/html", body=pages.get(route.request.url, ""))
 
     with _shared_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_executable(), args=list(CHROMIUM_ARGS))
+        browser = playwright.chromium.launch(executable_path=headless_executable(), args=list(CHROMIUM_ARGS))
         try:
             context = browser.new_context()
             context.route("**/*", serve)

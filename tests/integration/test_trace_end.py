@@ -53,7 +53,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
     """The trace, and what the live page answered at its end."""
     from playwright.sync_api import Route
 
-    from cdp_integration.environment import CHROMIUM_ARGS, chromium_executable
+    from cdp_integration.environment import CHROMIUM_ARGS, headless_executable
 
     held: list[Route] = []
     clicked: list[bool] = []
@@ -71,7 +71,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
 
     path = tmp_path_factory.mktemp("trace") / "7.zip"
     with _shared_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_executable(), args=list(CHROMIUM_ARGS))
+        browser = playwright.chromium.launch(executable_path=headless_executable(), args=list(CHROMIUM_ARGS))
         try:
             context = browser.new_context()
             context.route("**/*", serve)
