@@ -286,7 +286,8 @@ def prepare(*, webarena_urls: Mapping[str, str] | None = None) -> None:
 if __name__ == "__main__":
     prepare()
     print(
-        f"environment: Chromium {chromium_executable()}, browsers {os.environ['PLAYWRIGHT_BROWSERS_PATH']}, "
+        f"environment: Chromium {chromium_executable()} (headless: {headless_executable()}), "
+        f"browsers {os.environ['PLAYWRIGHT_BROWSERS_PATH']}, "
         f"punkt_tab under {os.environ['NLTK_DATA'].split(os.pathsep)[0]}"
     )
 

@@ -135,6 +135,10 @@ def captured(browser: Browser, tmp_path_factory: pytest.TempPathFactory) -> Iter
         page.goto(base + "/wiki")
         page.wait_for_function("document.querySelector('#host').shadowRoot?.querySelector('#inner')")
         logger.capture_state_snapshot("goto")
+        # where the pointer starts is the browser's: the headless shell's is over the page (html:hover)
+        live["start"] = page.evaluate(
+            "[...document.querySelectorAll(':hover, :focus-within')].map(e => e.tagName.toLowerCase())"
+        )
         page.keyboard.press("Tab")  # keyboard focus: :focus-visible as well as :focus-within
         page.wait_for_function("document.activeElement && document.activeElement.id === 'q'")
         page.hover(".tools span")
@@ -182,8 +186,9 @@ def test_the_pointer_and_the_focus_changed_what_the_page_shows_live(captured: Ca
 
 
 def test_the_states_are_recorded_per_element(captured: Captured) -> None:
-    session, _ = captured
-    assert session.steps[0].active_tab.pseudo_classes == []  # type: ignore[union-attr]
+    session, live = captured
+    start = session.steps[0].active_tab.pseudo_classes  # type: ignore[union-attr]
+    assert [s.tag for s in start] == live["start"] and all(s.classes == ["hover"] for s in start)
     states = session.steps[1].active_tab.pseudo_classes  # type: ignore[union-attr]
     by_tag = {(s.tag, tuple(s.classes)) for s in states}
     assert ("input", ("focus", "focus-within", "focus-visible")) in by_tag
