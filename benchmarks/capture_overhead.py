@@ -63,6 +63,10 @@ TARGET_PLAIN_BIG_CAPTURE_MS = 150.0
 TARGET_BYTES_PER_STEP = 5 * 1024
 TARGET_BIG_BYTES_PER_STEP = 50 * 1024
 TARGET_RECONSTRUCTED_MS = 100.0
+THUMBNAIL_MS_TARGET = 5.0
+"""What the default thumbnail may add to a capture at p50: it is taken beside the other reads."""
+THUMBNAIL_KIB_TARGET = 3.0
+"""What it may add to a stored step: the demo episode's whole step stays within 5 KiB with it."""
 
 # (kind, argument...) - resolved to a BrowserGym action string just before the step (bids come
 # from the previous observation, so they are looked up outside the timed region).
@@ -279,6 +283,9 @@ class CaptureTimes:
     capture_ms: list[float] = field(default_factory=list)
     step_bytes: list[int] = field(default_factory=list)
     faults: list[str] = field(default_factory=list)
+    file_bytes: int = 0
+    """The saved session's size (every step of the run, warm-up included), over ``steps`` steps."""
+    steps: int = 0
 
 
 def timed_capture(logger: CDPSessionLogger, out: CaptureTimes) -> None:
@@ -296,7 +303,7 @@ def timed_capture(logger: CDPSessionLogger, out: CaptureTimes) -> None:
 @contextlib.contextmanager
 def plain_page(pw: Any) -> Iterator[Any]:
     browser = pw.chromium.launch(
-        executable_path=environment.chromium_executable(), args=list(environment.CHROMIUM_ARGS), headless=True
+        executable_path=environment.headless_executable(), args=list(environment.CHROMIUM_ARGS), headless=True
     )
     try:
         context = browser.new_context(viewport={"width": 1280, "height": 720})
@@ -341,7 +348,8 @@ def plain_captures(
             else:
                 page.mouse.wheel(0, 500)
             timed_capture(logger, big)
-        logger.save_session(label)
+        saved = logger.save_session(label)
+        demo.file_bytes, demo.steps = saved.stat().st_size, logger.steps_captured
         logger.detach()
     return demo, big
 
@@ -592,6 +600,10 @@ def main(argv: list[str] | None = None) -> int:
             shot_demo, _ = plain_captures(
                 pw, site.base_url, session_root, args.captures, 2, label="screenshot", screenshot=True
             )  # fmt: skip
+            progress("captures: plain page with thumbnail=False")
+            bare_demo, _ = plain_captures(
+                pw, site.base_url, session_root, args.captures, 2, label="no-thumbnail", thumbnail=False
+            )  # fmt: skip
             progress("captures: navigating steps of an SPA filled over XHR")
             spa = spa_navigation.spa_captures(pw, session_root, args.spa_navigations)
             plain_demo, plain_big = captures["plain Playwright page"]
@@ -669,20 +681,30 @@ def main(argv: list[str] | None = None) -> int:
         f"  10k page, plain page:       per-step growth of *.partial: mean "
         f"{mean([float(b) for b in plain_big.step_bytes]) / 1024:.1f}  max {max(plain_big.step_bytes) / 1024:.1f}"
     )
+
+    def per_step_kib(times: CaptureTimes) -> float:
+        return times.file_bytes / max(1, times.steps) / 1024
+
     print(
-        "\n[screenshots] what screenshot=True (a PNG of the current tab per step, off by default) adds, "
-        "plain page, demo pages"
+        "\n[screenshots] the default thumbnail (a 160-pixel WebP image of the current tab per step, taken beside "
+        "the other reads) and screenshot=True (a full-size PNG instead), plain page, demo pages"
     )
-    print(f"  {'':34}{'capture_ms p50':>15}{'p95':>9}{'stored KiB/step mean':>22}")
-    for name, times in (("default options", plain_demo), ("screenshot=True", shot_demo)):
+    print(f"  {'':34}{'capture_ms p50':>15}{'p95':>9}{'stored KiB/step (file)':>24}")
+    for name, times in (
+        ("thumbnail=False", bare_demo),
+        ("default options (thumbnail)", plain_demo),
+        ("screenshot=True", shot_demo),
+    ):
         print(
             f"  {name:34}{fmt_ms(p50(times.capture_ms)):>15}{fmt_ms(p95(times.capture_ms)):>9}"
-            f"{mean([float(b) for b in times.step_bytes]) / 1024:>22.1f}"
+            f"{per_step_kib(times):>24.1f}"
         )
+    thumbnail_ms = p50(plain_demo.capture_ms) - p50(bare_demo.capture_ms)
+    thumbnail_kib = per_step_kib(plain_demo) - per_step_kib(bare_demo)
     print(
-        f"  screenshot=True adds {p50(shot_demo.capture_ms) - p50(plain_demo.capture_ms):+.1f} ms at p50 and "
-        f"{(mean([float(b) for b in shot_demo.step_bytes]) - mean([float(b) for b in plain_demo.step_bytes])) / 1024:+.1f}"
-        " KiB per step"
+        f"  the thumbnail adds {thumbnail_ms:+.1f} ms at p50 and {thumbnail_kib:+.1f} KiB per step; "
+        f"screenshot=True adds {p50(shot_demo.capture_ms) - p50(bare_demo.capture_ms):+.1f} ms and "
+        f"{per_step_kib(shot_demo) - per_step_kib(bare_demo):+.1f} KiB"
     )
     print(
         f"\n[offline scoring, reconstructed program_html answer, warm sandbox] ms: n {len(reconstructed)}  "
@@ -719,6 +741,12 @@ def main(argv: list[str] | None = None) -> int:
          f"{big_bytes_mean / 1024:.1f} KiB", big_bytes_mean <= TARGET_BIG_BYTES_PER_STEP),
         (f"offline reconstructed program_html p50 <= {TARGET_RECONSTRUCTED_MS:.0f} ms (warm)",
          f"{reconstructed_p50:.1f} ms", reconstructed_p50 <= TARGET_RECONSTRUCTED_MS),
+    ]  # fmt: skip
+    targets += [
+        (f"the default thumbnail adds at p50 <= {THUMBNAIL_MS_TARGET:.0f} ms (plain page, demo pages)",
+         f"{thumbnail_ms:+.1f} ms", thumbnail_ms <= THUMBNAIL_MS_TARGET),
+        (f"the default thumbnail adds per stored step <= {THUMBNAIL_KIB_TARGET:.0f} KiB",
+         f"{thumbnail_kib:+.1f} KiB", thumbnail_kib <= THUMBNAIL_KIB_TARGET),
     ]  # fmt: skip
     targets += spa_navigation.targets(spa)
     print("\n[targets]")

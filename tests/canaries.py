@@ -294,7 +294,7 @@ class Walk:
             return self.carriers.url(where)
         if name in _HTML_NAMES:
             return self.carriers.html(where)
-        if name == "screenshot_png":
+        if name in ("screenshot_png", "thumbnail_webp"):
             return base64.b64encode(self.carriers.recurrence(where, 0).encode()).decode()
         return self.carriers.recurrence(where, 0)
 

@@ -54,7 +54,11 @@ def attach_to_env(logger: CDPSessionLogger, env: Any, *, auto_capture: bool) -> 
             {"env_id": getattr(env.spec, "id", None) if env.spec else None, "goal": goal_text(core)}
         )
         logger.task.update(webarena_task_facts(getattr(core, "task", None)))
-        logger.capture_state_snapshot("reset", observed_dom=observed_dom(result) if reuse else None)
+        logger.capture_state_snapshot(
+            "reset",
+            observed_dom=observed_dom(result) if reuse else None,
+            observed_screenshot=observed_screenshot(result) if reuse else None,
+        )
         return result
 
     def step(action: str, *args: Any, **kwargs: Any) -> Any:
@@ -67,6 +71,7 @@ def attach_to_env(logger: CDPSessionLogger, env: Any, *, auto_capture: bool) -> 
             action=action,
             reward=float(reward) if isinstance(reward, int | float) else None,
             observed_dom=observed_dom(result) if reuse else None,
+            observed_screenshot=observed_screenshot(result) if reuse else None,
             reasoning={
                 "source": "browsergym",
                 "messages": [{"role": m.get("role"), "text": m.get("message")} for m in said],
@@ -122,6 +127,16 @@ def observed_dom(result: Any) -> dict[str, Any] | None:
     obs = result[0]
     dom = obs.get("dom_object") if isinstance(obs, dict) else None
     return dom if isinstance(dom, dict) and "documents" in dom else None
+
+
+def observed_screenshot(result: Any) -> Any:
+    """BrowserGym's own screenshot of this step (an RGB array of the viewport), from a result."""
+    if not isinstance(result, tuple) or not result:
+        return None
+    obs = result[0]
+    pixels = obs.get("screenshot") if isinstance(obs, dict) else None
+    shape = getattr(pixels, "shape", None)
+    return pixels if isinstance(shape, tuple) and len(shape) == 3 and shape[2] in (3, 4) else None
 
 
 def webarena_task_facts(task: Any) -> dict[str, Any]:

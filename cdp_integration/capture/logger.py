@@ -91,7 +91,9 @@ class CDPSessionLogger:
     pages render offline: stylesheets by default), ``frames`` (same-origin iframes' documents),
     ``cssom_styles`` (adopted and CSSOM-inserted style rules), ``form_state`` (what was typed, checked
     and selected in form controls, which the HTML lacks), ``console`` (the pages' console messages,
-    uncaught errors and browser log entries, per step, bounded), ``screenshot``, ``accessibility_tree``,
+    uncaught errors and browser log entries, per step, bounded), ``thumbnail`` (a small WebP of the
+    current tab's viewport per step, taken while the other reads run), ``screenshot`` (a full-size PNG
+    instead), ``accessibility_tree``,
     ``response_bodies`` (``documents``, ``all`` or ``none``), ``max_html_bytes``, ``compresslevel``,
     ``redact`` (``True`` or a ``RedactionPolicy``: secrets are replaced before anything is written),
     ``cdp_timeout_ms`` (a CDP command to a renderer that already answered in this capture, not
@@ -109,6 +111,7 @@ class CDPSessionLogger:
         instance_id: str | None = None,
         dom: DomScope = "all_tabs",
         screenshot: bool = False,
+        thumbnail: bool = True,
         accessibility_tree: bool = False,
         response_bodies: BodyPolicy = "documents",
         max_html_bytes: int = 20_000_000,
@@ -129,6 +132,7 @@ class CDPSessionLogger:
         self.options = CaptureOptions(
             dom=dom,
             screenshot=screenshot,
+            thumbnail=thumbnail,
             accessibility_tree=accessibility_tree,
             response_bodies=response_bodies,
             max_html_bytes=max_html_bytes,
@@ -315,6 +319,7 @@ class CDPSessionLogger:
         action: str | None = None,
         reward: float | None = None,
         observed_dom: dict[str, Any] | None = None,
+        observed_screenshot: Any = None,
         reasoning: AgentReasoning | Mapping[str, Any] | None = None,
     ) -> Step | None:
         """Capture and append one step. Never raises; failures are recorded in the step.
@@ -326,13 +331,15 @@ class CDPSessionLogger:
 
         ``observed_dom``: a ``DOMSnapshot.captureSnapshot`` of the active tab the caller took for
         this same state (BrowserGym's ``obs["dom_object"]``); stored instead of taking another, which
-        on large pages is most of the capture's cost.
+        on large pages is most of the capture's cost. ``observed_screenshot``: the caller's own
+        screenshot of the active tab in this state (BrowserGym's ``obs["screenshot"]``, an RGB array):
+        the thumbnail is made from it instead of asking Chromium to draw another.
         """
         started = time.perf_counter()
         faults = self._take_pending_faults()
         step: Step | None = None
         with as_fault(faults, "capture"), self._tracker.budget_scope():
-            step = self._capture(trigger, action, reward, faults, started, observed_dom)
+            step = self._capture(trigger, action, reward, faults, started, observed_dom, observed_screenshot)
         if step is None:
             step = Step(
                 index=self.steps_captured,
@@ -396,6 +403,7 @@ class CDPSessionLogger:
         faults: list[CaptureFault],
         started: float,
         observed_dom: dict[str, Any] | None = None,
+        observed_screenshot: Any = None,
     ) -> Step:
         reader = self._reader
         tabs = self._tracker.prepare()
@@ -403,7 +411,12 @@ class CDPSessionLogger:
         origins = {tab.tab_id: reader.origins(tab, faults) for tab in tabs}
         tab_states = [
             reader.tab(
-                tab, tab is active, origins[tab.tab_id], faults, observed_dom if tab is active else None
+                tab,
+                tab is active,
+                origins[tab.tab_id],
+                faults,
+                observed_dom if tab is active else None,
+                observed_screenshot if tab is active else None,
             )
             for tab in tabs
         ]

@@ -22,6 +22,7 @@ class CaptureOptions:
 
     dom: DomScope = "all_tabs"
     screenshot: bool = False
+    thumbnail: bool = True
     accessibility_tree: bool = False
     response_bodies: BodyPolicy = "documents"
     max_html_bytes: int = 20_000_000
@@ -43,6 +44,7 @@ class CaptureOptions:
         record: dict[str, Any] = {
             "dom": self.dom,
             "screenshot": self.screenshot,
+            "thumbnail": self.thumbnail,
             "accessibility_tree": self.accessibility_tree,
             "response_bodies": self.response_bodies,
             "max_html_bytes": self.max_html_bytes,

@@ -57,6 +57,7 @@ class StateReader:
         origins: list[str],
         faults: list[CaptureFault],
         observed_dom: dict[str, Any] | None = None,
+        observed_screenshot: Any = None,
     ) -> TabState:
         """The tab's state; a tab whose CDP session fails is dropped from the tracker (re-attached later)."""
         if self.tracker.is_crashed(tab):
@@ -80,6 +81,43 @@ class StateReader:
             return TabState(tab_id=tab.tab_id, url=url, title=title, active=active)
         url, title = info.get("url", ""), info.get("title", "")
         fields: dict[str, Any] = {"dom_snapshot_source": "observation" if observed_dom is not None else "cdp"}
+        options = self.options
+        thumbnail = None
+        if active and options.thumbnail and not options.screenshot:
+            if observed_screenshot is not None:  # the harness's own picture of this state
+                with as_fault(faults, "thumbnail", tab.tab_id):
+                    fields["thumbnail_webp"], fields["viewport"] = state.thumbnail_of_pixels(
+                        observed_screenshot, tab.page.viewport_size
+                    )
+            else:  # started first: Chromium draws it from the next frame while the reads below run
+                thumbnail = tab.cdp.begin(state.read_thumbnail)
+        try:
+            self._reads(tab, active, fields, faults, observed_dom)
+            if thumbnail is not None:
+                with as_fault(faults, "thumbnail", tab.tab_id):
+                    taken = thumbnail.result()
+                    if taken is not None:
+                        fields["thumbnail_webp"], fields["viewport"] = taken
+        finally:
+            if thumbnail is not None:
+                thumbnail.cancel()
+        session_storage: dict[str, dict[str, str]] = {}
+        with as_fault(faults, "session_storage", tab.tab_id):
+            for origin in origins:
+                session_storage[origin] = state.read_storage(tab.cdp, origin, local=False)
+        return TabState(
+            tab_id=tab.tab_id, url=url, title=title, active=active, session_storage=session_storage, **fields
+        )
+
+    def _reads(
+        self,
+        tab: Tab,
+        active: bool,
+        fields: dict[str, Any],
+        faults: list[CaptureFault],
+        observed_dom: dict[str, Any] | None,
+    ) -> None:
+        """The tab's single reads per the options, into ``fields``; each failed read is a fault."""
         options = self.options
         reads: list[tuple[str, Callable[[], Any]]] = []
         if active or options.dom == "all_tabs":
@@ -129,13 +167,6 @@ class StateReader:
             if restored:
                 with as_fault(faults, "form_state", tab.tab_id):
                     _unmark(fields, restored)
-        session_storage: dict[str, dict[str, str]] = {}
-        with as_fault(faults, "session_storage", tab.tab_id):
-            for origin in origins:
-                session_storage[origin] = state.read_storage(tab.cdp, origin, local=False)
-        return TabState(
-            tab_id=tab.tab_id, url=url, title=title, active=active, session_storage=session_storage, **fields
-        )
 
     def _settling_through(self, tab: Tab, before: Settling, faults: list[CaptureFault]) -> Settling:
         """``before`` (read ahead of the HTML) with the changes recorded until the HTML had been read:

@@ -5,8 +5,10 @@ Every reader raises on failure; the logger decides what becomes a recorded fault
 
 from __future__ import annotations
 
+import base64
+import io
 import json
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,6 +24,8 @@ from cdp_integration.session.models import (
 )
 
 __all__ = [
+    "THUMBNAIL_WIDTH",
+    "AsyncSend",
     "read_accessibility_tree",
     "read_cookies",
     "read_cssom_styles",
@@ -37,8 +41,13 @@ __all__ = [
     "read_screenshot",
     "read_storage",
     "read_target_info",
+    "read_thumbnail",
     "remember_marked_attributes",
+    "thumbnail_of_pixels",
 ]
+
+AsyncSend = Callable[[str, "dict[str, Any] | None"], Awaitable[Any]]
+"""A CDP command sent without blocking the tab's other commands: ``await send(method, params)``."""
 
 
 def read_target_info(cdp: Any) -> dict[str, Any]:
@@ -104,6 +113,48 @@ def read_screenshot(cdp: Any) -> str:
     """Base64 PNG of the viewport."""
     data: str = cdp.send("Page.captureScreenshot", {"format": "png"})["data"]
     return data
+
+
+THUMBNAIL_WIDTH = 160
+"""The thumbnail's width in pixels at most: the width the viewer's filmstrip draws it at."""
+THUMBNAIL_QUALITY = 50
+
+
+async def read_thumbnail(send: AsyncSend) -> tuple[str, tuple[int, int]] | None:
+    """A base64 WebP of the viewport at most ``THUMBNAIL_WIDTH`` pixels wide and the viewport's size
+    in CSS pixels; None for a viewport of no size. Chromium draws it from the compositor's next
+    frame, so it is sent beside the tab's other reads (``TimedCDP.begin``)."""
+    metrics = await send("Page.getLayoutMetrics", None)
+    css, device = metrics["cssVisualViewport"], metrics["visualViewport"]
+    width, height = int(css["clientWidth"]), int(css["clientHeight"])
+    if width <= 0 or height <= 0:
+        return None
+    scale = min(1.0, THUMBNAIL_WIDTH / max(1.0, float(device["clientWidth"])))
+    shot = await send(
+        "Page.captureScreenshot",
+        {
+            "format": "webp",
+            "quality": THUMBNAIL_QUALITY,
+            "optimizeForSpeed": True,
+            "clip": {"x": css["pageX"], "y": css["pageY"], "width": width, "height": height, "scale": scale},
+        },
+    )
+    return shot["data"], (width, height)
+
+
+def thumbnail_of_pixels(pixels: Any, viewport: dict[str, int] | None) -> tuple[str, tuple[int, int]]:
+    """The thumbnail (as ``read_thumbnail``) of a screenshot the harness took itself: an RGB or RGBA
+    array of the viewport (BrowserGym's observation, made with Pillow, its own dependency)."""
+    from PIL import Image
+
+    image = Image.fromarray(pixels).convert("RGB")
+    width = min(THUMBNAIL_WIDTH, image.width)
+    height = max(1, round(image.height * width / max(1, image.width)))
+    small = image.resize((width, height), Image.Resampling.BILINEAR, reducing_gap=2.0)
+    buffer = io.BytesIO()
+    small.save(buffer, "WEBP", quality=THUMBNAIL_QUALITY)
+    size = (int(viewport["width"]), int(viewport["height"])) if viewport else (image.width, image.height)
+    return base64.b64encode(buffer.getvalue()).decode(), size
 
 
 def read_accessibility_tree(cdp: Any) -> dict[str, Any]:

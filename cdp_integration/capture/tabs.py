@@ -8,9 +8,11 @@ harness names, else the one the agent last opened, navigated or acted in (``acti
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import inspect
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,11 +24,49 @@ from cdp_integration.capture.deadline import StallBudget, bounded
 from cdp_integration.capture.faults import as_fault
 from cdp_integration.capture.html import IncrementalHtml
 from cdp_integration.capture.network import NetworkRecorder
+from cdp_integration.capture.state import AsyncSend
 from cdp_integration.session.models import CaptureFault, CurrentTabSource, TrafficOrigin
 
-__all__ = ["Tab", "TabTracker", "TimedCDP"]
+__all__ = ["Started", "Tab", "TabTracker", "TimedCDP"]
 
 _NETWORK_BUFFERS = {"maxTotalBufferSize": 100_000_000, "maxResourceBufferSize": 20_000_000}
+
+
+class Started:
+    """Commands ``TimedCDP.begin`` started: ``result()`` waits for them, ``cancel()`` gives them up."""
+
+    def __init__(self, cdp: TimedCDP, task: asyncio.Task[Any] | None, wait: Callable[..., Any]) -> None:
+        self._cdp, self._task, self._wait = cdp, task, wait
+        self._inline = task is None
+
+    def result(self) -> Any:
+        cdp, task = self._cdp, self._task
+        if self._inline:
+            return self._wait()
+        if task is None:
+            raise RuntimeError("already waited for or cancelled")
+        if cdp.timed_out is not None:
+            task.cancel()
+            raise TimeoutError(f"not waited for: {cdp.timed_out} timed out in this capture")
+        budget = cdp.budget() if cdp.budget is not None else None
+        patient = cdp.answered or budget is None
+        limit = cdp.timeout_ms if patient or budget is None else budget.liveness_ms(cdp.timeout_ms)
+        started = time.monotonic()
+        try:
+            return self._wait(limit)
+        except TimeoutError:
+            if budget is not None and not patient:
+                budget.spend((time.monotonic() - started) * 1000)
+            raise
+        finally:
+            self._task = None
+
+    def cancel(self) -> None:
+        """Give the commands up if nobody waited for them (their outcome is then never reported)."""
+        if self._task is not None:
+            self._task.cancel()
+            self._task.add_done_callback(lambda done: done.cancelled() or done.exception())
+            self._task = None
 
 
 class TimedCDP:
@@ -70,6 +110,31 @@ class TimedCDP:
         if not browser_side:
             self.answered = True
         return result
+
+    def begin(self, calls: Callable[[AsyncSend], Coroutine[Any, Any, Any]]) -> Started:
+        """Start ``calls`` (commands of its own, awaited in turn) now, beside this tab's next
+        commands; ``result()`` of what it returns waits for their result.
+
+        Playwright's sync API sends one command at a time; on its own loop a started task goes on
+        while the thread waits for the other commands, so what the browser does for it (a
+        screenshot waits for the compositor's next frame) overlaps the renderer's reads. The wait
+        at the end gets what a command would get, and none once a command of this capture timed
+        out; the task is cancelled when the wait gives up. A session that is not Playwright's runs
+        the calls when waited for."""
+        session = self.session
+        impl, loop, run = (getattr(session, name, None) for name in ("_impl_obj", "_loop", "_sync"))
+        if impl is None or loop is None or run is None:
+            return Started(self, None, lambda: _run_inline(calls(self._inline_send)))
+        with_timeout = _takes_timeout(impl.send)
+
+        async def send(method: str, params: dict[str, Any] | None = None) -> Any:
+            return await (impl.send(method, params, None) if with_timeout else impl.send(method, params))
+
+        task = loop.create_task(calls(send))
+        return Started(self, task, lambda limit: run(asyncio.wait_for(task, limit / 1000)))
+
+    async def _inline_send(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        return self.send(method, params)
 
     def reset(self) -> None:
         self.timed_out = None
@@ -392,3 +457,25 @@ class TabTracker:
                 for event, handler in self.context_events.items():
                     context.remove_listener(event, handler)
         self.contexts.clear()
+
+
+def _run_inline(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """The result of a coroutine that never suspends (its awaits are plain calls)."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value
+    coroutine.close()
+    raise RuntimeError("a CDP call of a session that is not Playwright's suspended")
+
+
+_TAKES_TIMEOUT: dict[Any, bool] = {}
+
+
+def _takes_timeout(send: Any) -> bool:
+    """Whether Playwright's own ``CDPSession.send`` takes a timeout (1.5x does; older ones do not)."""
+    function = getattr(send, "__func__", send)
+    known = _TAKES_TIMEOUT.get(function)
+    if known is None:
+        known = _TAKES_TIMEOUT[function] = "timeout" in inspect.signature(function).parameters
+    return known

@@ -40,7 +40,7 @@ VIEWS: tuple[View, ...] = (
     "json",
 )
 
-_BULKY_TAB_FIELDS = ("dom_snapshot", "screenshot_png", "ax_tree")
+_BULKY_TAB_FIELDS = ("dom_snapshot", "screenshot_png", "thumbnail_webp", "ax_tree")
 
 
 def cut(text: str, width: int) -> str:

@@ -410,6 +410,15 @@ def _masked(text: str, passwords: list[str]) -> str:
     return text
 
 
+def _viewport(tab: TabState | None) -> tuple[int, int] | None:
+    """The browser's viewport at the step: the screenshot's size, else the one the thumbnail recorded."""
+    if tab is None:
+        return None
+    if tab.screenshot_png:
+        return _png_size(tab.screenshot_png)
+    return tab.viewport
+
+
 def _png_size(data: str) -> tuple[int, int] | None:
     try:
         head = base64.b64decode(data[:44])
@@ -640,7 +649,10 @@ def episode_data(session: Session, *, limits: SessionLimits | None = None) -> di
                 "screenshot": f"data:image/png;base64,{tab.screenshot_png}"
                 if tab and tab.screenshot_png
                 else None,
-                "viewport": _png_size(tab.screenshot_png) if tab and tab.screenshot_png else None,
+                "thumbnail": f"data:image/webp;base64,{tab.thumbnail_webp}"
+                if tab and tab.thumbnail_webp and not tab.screenshot_png
+                else None,
+                "viewport": _viewport(tab),
                 "page": page[0] if page else None,
                 "missing_stylesheets": page[1] if page else 0,
                 "text": texts[text_key] if step.html is not None else "",

@@ -46,7 +46,8 @@ FORMAT_VERSION = 3
 """Bumped on any change a reader of the previous version could misread. 2: chunked HTML and DOM
 snapshots (blob ``kind``), captured stylesheets (``Step.resources``). 3: form state
 (``TabState.form_state``); later, additively, ``TabState.marked_attributes``, ``TabState.settling`` and
-``Step.current_tab_source``, ``TabState.pseudo_classes``, ``Step.console``, ``Step.reasoning`` (a file without them reads as before; a reader that predates it refuses the field, never misreads it). Formats 1 and 2 still read."""
+``Step.current_tab_source``, ``TabState.pseudo_classes``, ``Step.console``, ``Step.reasoning``, ``TabState.thumbnail_webp`` and
+``TabState.viewport`` (a file without them reads as before; a reader that predates it refuses the field, never misreads it). Formats 1 and 2 still read."""
 
 TrafficOrigin = Literal["agent", "evaluator"]
 """Who caused a request: the agent's episode, or the live evaluator's own tabs during ``validate()``."""
@@ -308,6 +309,11 @@ class TabState(_Record):
     session_storage: dict[str, dict[str, str]] = {}
     screenshot_png: str | None = None
     """Base64 PNG, only with the ``screenshot`` option."""
+    thumbnail_webp: str | None = None
+    """Base64 WebP image of the viewport at most 160 pixels wide (the ``thumbnail`` option, on by default;
+    not taken when ``screenshot`` is on); None in earlier sessions and redacted ones."""
+    viewport: tuple[int, int] | None = None
+    """The viewport's width and height in CSS pixels when the thumbnail was taken."""
     ax_tree: SharedObject | None = None
     """``Accessibility.getFullAXTree`` result, only with the ``accessibility_tree`` option."""
     frames: list[FrameState] = []

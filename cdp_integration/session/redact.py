@@ -533,7 +533,7 @@ class Redactor:
         self._marked_attributes(tab.get("marked_attributes"))
         self._storage(tab.get("session_storage"))
         if not self.policy.keep_screenshots:
-            tab["screenshot_png"] = None
+            tab["screenshot_png"] = tab["thumbnail_webp"] = None
 
     def _exchange(self, exchange: dict[str, Json]) -> None:
         request, response = exchange["request"], exchange.get("response")
@@ -1162,7 +1162,7 @@ def _snapshot_password_names(snapshot: dict[str, Json]) -> set[str]:
 
 def _is_base64_field(record: dict[str, Json], key: str) -> bool:
     return (
-        key == "screenshot_png"
+        key in ("screenshot_png", "thumbnail_webp")
         or (key == "body" and record.get("body_base64") is True)
         or (key == "post_data" and record.get("post_data_base64") is True)
     )

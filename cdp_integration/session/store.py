@@ -70,7 +70,7 @@ MAX_SESSION_BYTES = 1024**3
 _BLOB_KEY = "$blob"
 _INLINE_LIMIT = 1024
 """Evaluator answers and judge responses longer than this are stored as blobs (page HTML repeats)."""
-_TAB_BLOB_FIELDS = ("html", "dom_snapshot", "screenshot_png", "ax_tree")
+_TAB_BLOB_FIELDS = ("html", "dom_snapshot", "screenshot_png", "thumbnail_webp", "ax_tree")
 _CHUNKED_TEXT_MIN = 64 * 1024
 """A body or answer at least this long is stored as content-defined chunks (``text`` blob), as the HTML."""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import io
 import os
 import re
 import signal
@@ -67,6 +68,22 @@ def test_one_step_per_action_plus_reset(sessions: dict[str, Session]) -> None:
         assert all(s.active_tab.dom_snapshot_source == "observation" for s in session.steps)
         assert all("bid" in s.active_tab.dom_snapshot["strings"] for s in session.steps)
         assert all(t.dom_snapshot_source == "cdp" for s in session.steps for t in s.tabs if not t.active)
+
+
+def test_each_step_has_a_thumbnail_made_from_browsergyms_own_screenshot(sessions: dict[str, Session]) -> None:
+    """With default options the thumbnail is BrowserGym's observation screenshot, made small: the
+    same pixels the agent saw, and no second picture asked of Chromium."""
+    from PIL import Image
+
+    plain = [s for episode, s in sessions.items() if not s.header.options["screenshot"]]
+    assert plain, "every episode was captured with screenshot=True"
+    for session in plain:
+        for step in session.steps:
+            tab = step.active_tab
+            assert tab is not None and tab.thumbnail_webp and tab.viewport == (1280, 720)
+            image = Image.open(io.BytesIO(base64.b64decode(tab.thumbnail_webp, validate=True)))
+            assert image.format == "WEBP" and image.size == (160, 90)
+            assert all(t.thumbnail_webp is None for t in step.tabs if not t.active)
 
 
 def test_login_post_redirect_cookie_and_wire_headers(

@@ -1,16 +1,20 @@
-"""What the pages said: console messages, uncaught errors and the browser's log, per step, bounded.
+"""What the pages said: console messages, uncaught errors and the browser's log, per step, bounded;
+and what Chromium drew: a thumbnail of the current tab per step, by default.
 
 A real HTTP server serves a page that logs at load (text, numbers, an object, a warning, an error, an
 image that is not there) and, on a click, throws from a timer and logs in a loop. A plain Playwright
 page with a logger in default options is captured after the load and after the click. Each step holds
 what was said since the step before (nothing twice), objects by their preview, errors with their
 stack, at most 200 entries with the rest counted; a redacting logger replaces a password the page
-logged; the viewer shows the console beside each step, in Chromium.
+logged; the viewer shows the console beside each step and each step's thumbnail in its filmstrip,
+in Chromium.
 """
 
 from __future__ import annotations
 
+import base64
 import http.server
+import io
 import json
 import threading
 from collections.abc import Iterator
@@ -23,12 +27,13 @@ from playwright.sync_api import Browser
 
 from cdp_integration.capture.console import MAX_ENTRIES
 from cdp_integration.capture.logger import CDPSessionLogger
+from cdp_integration.capture.state import THUMBNAIL_WIDTH
 from cdp_integration.cli import cli
 from cdp_integration.session.store import Session, load_session
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 PASSWORD = "hunter2-console-canary"
-PAGE = """<!DOCTYPE html><html><head><title>Console</title></head><body>
+PAGE = """<!DOCTYPE html><html><head><title>Console</title></head><body style="background: #1e8c3c">
 <form><input type="password" name="password" id="password"></form>
 <img src="/missing.png" alt="">
 <button id="go">Go</button>
@@ -120,6 +125,21 @@ def test_each_step_holds_what_the_page_said_since_the_step_before(session: Sessi
     assert [e.text for e in ticks[:2]] == ["tick 0", "tick 1"] and ticks[0].level == "debug"
 
 
+def test_each_step_has_a_thumbnail_of_what_chromium_drew(session: Session) -> None:
+    from PIL import Image
+
+    assert session.header.options["thumbnail"] is True and session.header.options["screenshot"] is False
+    for step in session.steps:
+        tab = step.active_tab
+        assert tab is not None and tab.thumbnail_webp and tab.screenshot_png is None
+        assert tab.viewport == (1280, 720)  # Playwright's default viewport, in CSS pixels
+        image = Image.open(io.BytesIO(base64.b64decode(tab.thumbnail_webp, validate=True)))
+        assert image.format == "WEBP" and image.size == (THUMBNAIL_WIDTH, 720 * THUMBNAIL_WIDTH // 1280)
+        red, green, blue = image.convert("RGB").getpixel((THUMBNAIL_WIDTH - 5, image.height - 5))
+        assert (abs(red - 0x1E), abs(green - 0x8C), abs(blue - 0x3C)) < (12, 12, 12), "not the page's green"
+    assert not any(f.stage == "thumbnail" for step in session.steps for f in step.faults)
+
+
 def test_a_redacting_logger_keeps_no_password_the_page_logged(
     browser: Browser, served: str, tmp_path: Path
 ) -> None:
@@ -128,12 +148,16 @@ def test_a_redacting_logger_keeps_no_password_the_page_logged(
     assert texts and not any(PASSWORD in text for text in texts)
     assert any(text.startswith("typed ") for text in texts)
     assert PASSWORD not in json.dumps([s.model_dump(mode="json") for s in redacted.steps])
+    assert all(tab.thumbnail_webp is None for step in redacted.steps for tab in step.tabs)  # pixels
 
 
 def test_the_option_off_records_nothing(browser: Browser, served: str, tmp_path: Path) -> None:
-    quiet = _play(browser, tmp_path, served, console=False)
+    quiet = _play(browser, tmp_path, served, console=False, thumbnail=False)
     assert all(step.console == [] and step.console_dropped == 0 for step in quiet.steps)
-    assert quiet.header.options["console"] is False
+    assert all(
+        tab.thumbnail_webp is None and tab.viewport is None for step in quiet.steps for tab in step.tabs
+    )
+    assert quiet.header.options["console"] is False and quiet.header.options["thumbnail"] is False
 
 
 def test_the_viewer_shows_the_console_of_each_step_in_chromium(
@@ -163,6 +187,16 @@ def test_the_viewer_shows_the_console_of_each_step_in_chromium(
         assert "typed " + "•" * len(PASSWORD) in card.inner_text()  # as the form state shows it
         assert PASSWORD not in page.content()
         assert page.locator('#timeline li[data-step="1"] .chip.bad').inner_text() == "1 page error"
+        thumbs = page.locator("#filmstrip .thumb .shot img")
+        assert thumbs.count() == 2 and page.locator("#filmstrip .thumb iframe").count() == 0
+        assert all(
+            (thumbs.nth(i).get_attribute("src") or "").startswith("data:image/webp;base64,") for i in range(2)
+        )
+        assert thumbs.nth(1).evaluate("(img) => img.complete && img.naturalWidth") == THUMBNAIL_WIDTH
+        assert (
+            page.locator("#thumbnail-note").is_visible() and page.locator("#screenshot-missing").count() == 0
+        )
+        assert page.locator("#dom-frame").evaluate("(frame) => frame.style.width") == "1280px"
         card.evaluate("(card) => card.scrollIntoView({block: 'start'})")
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=ARTIFACTS / "viewer-console.png")

@@ -30,6 +30,7 @@ def test_the_header_records_the_options_as_the_format_has_them(tmp_path: Path) -
     assert logger.options.header() == {
         "dom": "active_tab",
         "screenshot": False,
+        "thumbnail": True,
         "accessibility_tree": False,
         "response_bodies": "documents",
         "max_html_bytes": 20_000_000,
