@@ -20,7 +20,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from cdp_integration.capture import state
 from cdp_integration.capture.console import ConsoleRecorder
-from cdp_integration.capture.deadline import StallBudget, bounded
+from cdp_integration.capture.deadline import CaptureTimeout, StallBudget, bounded
 from cdp_integration.capture.faults import as_fault
 from cdp_integration.capture.html import IncrementalHtml
 from cdp_integration.capture.network import NetworkRecorder
@@ -48,14 +48,20 @@ class Started:
         if cdp.timed_out is not None:
             task.cancel()
             raise TimeoutError(f"not waited for: {cdp.timed_out} timed out in this capture")
+        # What they wait for may never come (a page whose stylesheet never arrives is never drawn):
+        # they get what is left of the capture's stall budget, as Playwright calls that wait on
+        # browser events do, and what they wait is spent from it.
         budget = cdp.budget() if cdp.budget is not None else None
-        patient = cdp.answered or budget is None
-        limit = cdp.timeout_ms if patient or budget is None else budget.liveness_ms(cdp.timeout_ms)
+        limit = cdp.timeout_ms if budget is None else budget.limit_ms(cdp.timeout_ms)
+        if limit <= 0:
+            task.cancel()
+            self._task = None
+            raise CaptureTimeout("not waited for: the capture's stall budget is spent")
         started = time.monotonic()
         try:
             return self._wait(limit)
         except TimeoutError:
-            if budget is not None and not patient:
+            if budget is not None:
                 budget.spend((time.monotonic() - started) * 1000)
             raise
         finally:
