@@ -18,6 +18,13 @@ browser process makes with ``gym.make``):
    If the process ends without ``close`` (OpenHands' browser loop stopped by a signal), a
    multiprocessing finalizer saves it on the way out.
 
+OpenHands V0's agent thinks in its own process; its thought travels with the action: the runtime's
+``browse`` keeps a ``BrowseInteractiveAction``'s ``thought`` on its ``BrowserEnv``, whose ``step``
+sends it as a first comment line of the action string (``THOUGHT_MARK`` and the thought as JSON);
+in the browser process the env's ``step`` takes that line off before BrowserGym sees the action and
+notes the thought for the step the action makes. (Without capture in the browser process BrowserGym's
+action parser ignores the comment.)
+
 In an experiment loop (AgentLab's ``agentlab.experiments.loop``, BrowserGym's older
 ``browsergym.experiments.loop``) the agent's ``agent_info`` of each action (its ``think``, its chat
 messages, its extra info) is noted for the step that action makes: ``StepInfo.from_action`` is wrapped
@@ -41,15 +48,25 @@ from openhands_patch import enabled
 from openhands_patch._hooks import report
 
 __all__ = [
+    "THOUGHT_MARK",
     "instance_id_for",
     "note_agent_info",
     "patch_browser_env",
     "patch_experiment_loop",
+    "patch_openhands_browse",
+    "patch_openhands_browser_env",
     "prepare_environment",
     "register_demo_tasks",
+    "split_thought",
+    "with_thought",
 ]
 
 _CAPTURE_ATTRIBUTE = "_webarena_cdp_capture"
+_THOUGHT_ATTRIBUTE = "_webarena_cdp_thought"
+THOUGHT_MARK = "# webarena-cdp thought: "
+"""The first line of an action string that carries the agent's thought to the browser process."""
+_MAX_THOUGHT = 16_000
+"""Characters of a thought sent along (the logger keeps at most 4,000 of them)."""
 _PATCHED_MARK = "_webarena_cdp_patched"
 _WRAPPED = ("reset", "step")
 _EVALUATORS_MODULE = "webarena.evaluation_harness.evaluators"
@@ -156,6 +173,64 @@ def note_agent_info(agent_info: Any) -> None:
         report("noting the agent's agent_info failed", exc)
 
 
+def with_thought(action: str, thought: str) -> str:
+    """``action`` with ``thought`` on a first comment line (JSON: one line whatever it holds)."""
+    return f"{THOUGHT_MARK}{json.dumps(thought[:_MAX_THOUGHT])}\n{action}"
+
+
+def split_thought(action: Any) -> tuple[str | None, Any]:
+    """(the thought ``with_thought`` put on ``action``, the action without it); (None, ``action``)
+    for any other action."""
+    if not isinstance(action, str) or not action.startswith(THOUGHT_MARK):
+        return None, action
+    line, _, rest = action.partition("\n")
+    try:
+        thought = json.loads(line[len(THOUGHT_MARK) :])
+    except ValueError:
+        return None, rest
+    return (thought if isinstance(thought, str) else None), rest
+
+
+def patch_openhands_browse(package: Any) -> None:
+    """Wrap ``browse`` of ``openhands.runtime.browser`` (the package, whose name the action server
+    imports, and its ``utils``) so an action's thought is kept on the ``BrowserEnv`` it runs in."""
+    utils = sys.modules.get(f"{package.__name__}.utils")
+    original = getattr(package, "browse", None)
+    if original is None or getattr(original, _PATCHED_MARK, False):
+        return
+
+    @functools.wraps(original)
+    async def browse(action: Any, browser: Any, *args: Any, **kwargs: Any) -> Any:
+        thought = getattr(action, "thought", None)
+        if isinstance(thought, str) and thought.strip() and browser is not None and enabled():
+            with contextlib.suppress(Exception):
+                browser.__dict__[_THOUGHT_ATTRIBUTE] = thought
+        return await original(action, browser, *args, **kwargs)
+
+    setattr(browse, _PATCHED_MARK, True)
+    package.browse = browse
+    if utils is not None and getattr(utils, "browse", None) is original:
+        utils.browse = browse  # type: ignore[attr-defined]
+
+
+def patch_openhands_browser_env(cls: type) -> None:
+    """Wrap OpenHands' ``BrowserEnv.step`` (the agent side of its pipe) so the kept thought goes
+    with the action (``with_thought``); idempotent."""
+    if cls.__dict__.get(_PATCHED_MARK):
+        return
+    original: Callable[..., Any] = cls.step  # type: ignore[attr-defined]
+
+    @functools.wraps(original)
+    def step(self: Any, action_str: Any, *args: Any, **kwargs: Any) -> Any:
+        thought = self.__dict__.pop(_THOUGHT_ATTRIBUTE, None)
+        if isinstance(thought, str) and isinstance(action_str, str):
+            action_str = with_thought(action_str, thought)
+        return original(self, action_str, *args, **kwargs)
+
+    cls.step = step  # type: ignore[attr-defined]
+    setattr(cls, _PATCHED_MARK, True)
+
+
 def patch_experiment_loop(module: Any) -> None:
     """Wrap ``module.StepInfo.from_action`` (an experiment loop's) so each action's ``agent_info`` is
     noted for its step; idempotent."""
@@ -194,9 +269,21 @@ class _Capture:
         self.logger.attach_to_browsergym_env(env)
         for name in _WRAPPED:
             setattr(env, name, self._guarded(name, getattr(env, name)))
+        env.step = self._thinking(env.step)
         self._open = True
         _open_captures.append(self)
         multiprocessing.util.Finalize(self, self.save, exitpriority=100)
+
+    def _thinking(self, step: Callable[..., Any]) -> Callable[..., Any]:
+        """Take the agent's thought (``with_thought``) off the action and note it for its step."""
+
+        def call(action: Any, *args: Any, **kwargs: Any) -> Any:
+            thought, action = split_thought(action)
+            if thought:
+                self.logger.note_reasoning({"source": "openhands", "thought": thought})
+            return step(action, *args, **kwargs)
+
+        return call
 
     def _remembering(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:

@@ -101,9 +101,21 @@ def _patch_experiment_loop(module: ModuleType) -> None:
     _capture.patch_experiment_loop(module)
 
 
+def _patch_openhands_browse(module: ModuleType) -> None:
+    from openhands_patch import _capture
+
+    _capture.patch_openhands_browse(module)
+
+
+def _patch_openhands_browser_env(module: ModuleType) -> None:
+    from openhands_patch import _capture
+
+    _capture.patch_openhands_browser_env(module.BrowserEnv)
+
+
 def install() -> None:
-    """Watch ``browsergym.core.env``, ``browsergym.webarena`` and the experiment loops (AgentLab's,
-    BrowserGym's older one); idempotent."""
+    """Watch ``browsergym.core.env``, ``browsergym.webarena``, the experiment loops (AgentLab's,
+    BrowserGym's older one) and OpenHands' browser runtime; idempotent."""
     global _installed
     if _installed is not None:
         return
@@ -113,6 +125,9 @@ def install() -> None:
             "browsergym.webarena": _register_demo_tasks,
             "agentlab.experiments.loop": _patch_experiment_loop,
             "browsergym.experiments.loop": _patch_experiment_loop,
+            # OpenHands V0's runtime: the agent's thought goes to the browser process with its action
+            "openhands.runtime.browser": _patch_openhands_browse,
+            "openhands.runtime.browser.browser_env": _patch_openhands_browser_env,
         }
     )
     sys.meta_path.insert(0, _installed)

@@ -340,6 +340,11 @@ def test_run_infer_agent_loop_then_eval_infer(tmp_path: Path) -> None:
     assert line["test_result"]["rewards"] == [0.0, 0.0, 1.0] and line["test_result"]["reward"] == 1.0
     session = load_session(output / line["test_result"]["session"])
     assert [step.trigger for step in session.steps] == ["reset", "action", "action", "action"]
+    # each action's thought crossed to the browser process with it, and left the action as it was
+    thoughts = [e["args"]["thought"] for e in line["history"] if e.get("action") == "browse_interactive"]
+    assert all(thoughts) and [step.action for step in session.steps[1:]] == browsed
+    noted = [step.reasoning for step in session.steps[1:]]
+    assert [(r.source, r.thought) if r else None for r in noted] == [("openhands", t) for t in thoughts]
 
     scored = subprocess.run(
         [sys.executable, str(scripts / "eval_infer.py"), str(output), "--no-progress"],
