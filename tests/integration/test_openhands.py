@@ -9,6 +9,7 @@ Every process they start carries a marker variable; none may outlive its test. P
 from __future__ import annotations
 
 import ast
+import asyncio
 import builtins
 import contextlib
 import json
@@ -48,6 +49,7 @@ PTH_SOURCE = REPO / "openhands_patch" / "webarena_cdp_logging.pth"
 TASK_ID = 10000
 """string_match (exact SKU): goto the search, open the product, answer; no 3 s program_html waits."""
 SKU = "DS-HK-003"
+THOUGHT = 'The page shows "DS-HK-003" under\nthe product name: that is the answer.'
 MARKER = "CDP_OPENHANDS_TEST_MARKER"
 
 
@@ -176,7 +178,25 @@ def captured(openhands_env: Any, demo_site: DemoSite) -> Episode:
             assert product is not None
             reached = act(f"goto({demo_site.base_url + f'/products/{product.id}'!r})")
         assert SKU in reached["text_content"]
-        assert not act(f"send_msg_to_user({SKU!r})")["last_action_error"]
+        # the answer goes through the runtime's own browse(), as OpenHands' agent sends it: its thought
+        # rides with the action to the browser process (the patches the .pth line's hooks apply in
+        # OpenHands' action server, applied here; make test-openhands runs them through the hooks)
+        from openhands.events.action import BrowseInteractiveAction
+        from openhands.runtime import browser as runtime_browser
+
+        from openhands_patch import _capture
+
+        _capture.patch_openhands_browse(runtime_browser)
+        _capture.patch_openhands_browser_env(browser_env.BrowserEnv)
+        answer = f"send_msg_to_user({SKU!r})"
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("WEBARENA_CDP_LOGGING", "true")
+            actions.append(answer)
+            sent = asyncio.run(
+                runtime_browser.browse(BrowseInteractiveAction(browser_actions=answer, thought=THOUGHT), env)
+            )
+        assert not sent.last_browser_action_error
+        observations.append({"url": sent.url})
         rewards = json.loads(env.step(browser_env.BROWSER_EVAL_GET_REWARDS_ACTION)["text_content"])
     finally:
         env.close()
@@ -197,6 +217,10 @@ def test_one_session_with_the_reset_and_every_action(captured: Episode) -> None:
     assert session.task["env_id"] == f"browsergym/webarena_demo.{TASK_ID}"
     assert session.task["config"]["task_id"] == TASK_ID
     assert session.task["goal"] == captured.goal
+    reasoning = session.steps[-1].reasoning
+    assert reasoning is not None and reasoning.thought == THOUGHT  # with BrowserGym's chat message
+    assert [m.text for m in reasoning.messages] == [SKU]
+    assert all(step.reasoning is None for step in session.steps[:-1])  # those were sent without one
 
 
 def test_eval_infer_scores_what_browserenv_rewarded(captured: Episode, tmp_path: Path) -> None:
@@ -344,7 +368,8 @@ def test_run_infer_agent_loop_then_eval_infer(tmp_path: Path) -> None:
     thoughts = [e["args"]["thought"] for e in line["history"] if e.get("action") == "browse_interactive"]
     assert all(thoughts) and [step.action for step in session.steps[1:]] == browsed
     noted = [step.reasoning for step in session.steps[1:]]
-    assert [(r.source, r.thought) if r else None for r in noted] == [("openhands", t) for t in thoughts]
+    assert [r.thought if r else None for r in noted] == thoughts
+    assert [r.source if r else None for r in noted[:-1]] == ["openhands"] * (len(noted) - 1)
 
     scored = subprocess.run(
         [sys.executable, str(scripts / "eval_infer.py"), str(output), "--no-progress"],
