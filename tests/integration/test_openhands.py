@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import builtins
+import concurrent.futures
 import contextlib
 import json
 import multiprocessing
@@ -192,9 +193,14 @@ def captured(openhands_env: Any, demo_site: DemoSite) -> Episode:
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv("WEBARENA_CDP_LOGGING", "true")
             actions.append(answer)
-            sent = asyncio.run(
-                runtime_browser.browse(BrowseInteractiveAction(browser_actions=answer, thought=THOUGHT), env)
-            )
+            # in a thread of its own: this one may hold Playwright's running loop (BrowserGym's driver)
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                sent = pool.submit(
+                    asyncio.run,
+                    runtime_browser.browse(
+                        BrowseInteractiveAction(browser_actions=answer, thought=THOUGHT), env
+                    ),
+                ).result()
         assert not sent.last_browser_action_error
         observations.append({"url": sent.url})
         rewards = json.loads(env.step(browser_env.BROWSER_EVAL_GET_REWARDS_ACTION)["text_content"])
