@@ -202,3 +202,40 @@ def test_the_viewer_shows_the_console_of_each_step_in_chromium(
         page.screenshot(path=ARTIFACTS / "viewer-console.png")
     finally:
         page.close()
+
+
+COLOURS = ["#c81e1e", "#1e3cc8", "#e6b40a", "#1e8c3c", "#8c1ec8", "#0ab4b4"]
+
+
+def test_each_thumbnail_shows_its_own_step_when_the_agent_goes_on_at_once(
+    browser: Browser, served: str, tmp_path: Path
+) -> None:
+    """Chromium draws a thumbnail from a frame after the capture asked for it: the agent's next
+    action, run as soon as the capture returns, must not be what it shows (a thumbnail taken after
+    the capture would show it). Each step paints the page anew."""
+    from PIL import Image
+
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        logger = CDPSessionLogger(tmp_path, instance_id="colours")
+        logger.attach_to_page(page)
+        page.goto(served + "/page")
+        for index, colour in enumerate(COLOURS):
+            page.evaluate("(colour) => { document.body.style.background = colour; }", colour)
+            logger.capture_state_snapshot("action", action=f"paint('{colour}')")
+            assert logger.last_step is not None and logger.last_step.index == index
+        page.evaluate("() => { document.body.style.background = '#ffffff'; }")
+        path = logger.save_session("colours")
+        logger.detach()
+    finally:
+        context.close()
+    session = load_session(path)
+    for step, colour in zip(session.steps, COLOURS, strict=True):
+        tab = step.active_tab
+        assert tab is not None and tab.thumbnail_webp and tab.viewport == (1280, 720)
+        image = Image.open(io.BytesIO(base64.b64decode(tab.thumbnail_webp)))
+        drawn = image.convert("RGB").getpixel((THUMBNAIL_WIDTH - 5, image.height - 5))
+        wanted = tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))
+        assert all(abs(a - b) < 12 for a, b in zip(drawn, wanted, strict=True)), (step.index, drawn, colour)
+    assert not any(f.stage == "thumbnail" for step in session.steps for f in step.faults)
