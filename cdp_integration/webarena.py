@@ -322,13 +322,47 @@ def use_site_urls(urls: Mapping[str, str]) -> Iterator[None]:
 def webarena_config_file(config: Mapping[str, Any]) -> Iterator[str]:
     """The evaluators take a config *file*: ``config`` written to a temporary one for the block.
 
-    The file's name is fixed (``config.json`` in a fresh private directory), never taken from the
-    config, so a ``task_id`` like ``../../x`` cannot place it elsewhere.
+    Its name is never taken from the config, so a ``task_id`` like ``../../x`` cannot place it
+    elsewhere. On Linux it is an anonymous in-memory file (``memfd``) the evaluator opens by its
+    ``/proc/self/fd`` path: nothing touches the disk and nothing is left behind, and a batch of
+    thousands of sessions does not pay a directory made and removed per scored step. Elsewhere it
+    is ``config.json`` in a fresh private directory.
     """
-    with tempfile.TemporaryDirectory(prefix="cdp-eval-") as folder:
-        path = Path(folder) / "config.json"
-        path.write_text(json.dumps(config))
-        yield str(path)
+    data = json.dumps(config).encode()
+    fd = _memory_file(data)
+    if fd is None:
+        with tempfile.TemporaryDirectory(prefix="cdp-eval-") as folder:
+            path = Path(folder) / "config.json"
+            path.write_bytes(data)
+            yield str(path)
+        return
+    try:
+        yield f"/proc/self/fd/{fd}"
+    finally:
+        os.close(fd)
+
+
+def _memory_file(data: bytes) -> int | None:
+    """A ``memfd`` holding ``data`` that opens again by its ``/proc/self/fd`` path; None where the
+    system has none (or no ``/proc``)."""
+    create = getattr(os, "memfd_create", None)
+    if create is None:
+        return None
+    try:
+        fd: int = create("cdp-eval-config", os.MFD_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        with open(f"/proc/self/fd/{fd}", "rb") as check:  # /proc mounted, and the file reads back
+            if check.read(len(data) + 1) != data:
+                raise OSError("the in-memory config file does not read back")
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 # -- the evaluator's fixed sleeps and the judge's key --------------------------------------------

@@ -23,6 +23,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
+from cdp_integration import webarena
 from cdp_integration.cli import cli
 from cdp_integration.demo.tasks import load_demo_tasks
 from cdp_integration.errors import SessionFormatError, UntrustedConfigError
@@ -293,9 +294,19 @@ def test_a_site_url_cannot_inject_config_keys(tmp_path: Path) -> None:
     assert not marker.exists()
 
 
-def test_the_temporary_config_file_is_not_named_by_the_task_id(tmp_path: Path) -> None:
+def test_the_temporary_config_file_is_not_named_by_the_task_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In memory where the system allows it (nothing on disk, nothing left), else a fixed name in a
+    fresh private directory; never a name from the config, and gone after the block either way."""
     escape = tmp_path / "escaped"
     config = string_match_config(task_id=f"../../../../../../..{escape}")
+    with webarena_config_file(config) as name:
+        assert name.startswith("/proc/self/fd/") and "memfd:cdp-eval-config" in os.readlink(name)
+        assert json.loads(Path(name).read_text())["task_id"] == config["task_id"]
+        assert json.loads(Path(name).read_text())["task_id"] == config["task_id"]  # opens again
+    assert not os.path.exists(name) or "cdp-eval-config" not in os.readlink(name)  # closed
+    monkeypatch.setattr(webarena, "_memory_file", lambda data: None)
     with webarena_config_file(config) as name:
         path = Path(name)
         assert path.name == "config.json" and path.parent.name.startswith("cdp-eval-")
