@@ -409,6 +409,9 @@ class CDPSessionLogger:
         tabs = self._tracker.prepare()
         active, current_tab_source = self._tracker.active(tabs)
         origins = {tab.tab_id: reader.origins(tab, faults) for tab in tabs}
+        if active is not None:  # read after the tabs, sent with their first reads
+            reader.prefetch_shared(active, tabs, origins)
+        self._traffic.prefetch_bodies()
         tab_states = [
             reader.tab(
                 tab,

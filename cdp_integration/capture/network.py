@@ -236,11 +236,7 @@ class NetworkRecorder:
         A request still in flight is kept for the next drain (at most one), then emitted as it is.
         ``sessions`` maps tab id -> CDP session, for ``Network.getResponseBody``.
         """
-        events, self._events = self._events, []
-        for name, tab_id, params, traffic in events:
-            self._apply(name, tab_id, params, traffic)
-            if name == "requestWillBeSent" and params.get("type") in self.resource_types:
-                self.seen_urls.add(params["request"].get("url", ""))
+        self._absorb()
         exchanges: list[NetworkExchange] = []
         faults: list[CaptureFault] = []
         remaining: list[tuple[str, str]] = []
@@ -263,6 +259,29 @@ class NetworkRecorder:
                 exchanges.append(self._exchange(chain, hop, body))
         self._order = remaining
         return exchanges, faults
+
+    def _absorb(self) -> None:
+        """Apply the events heard since the last call."""
+        events, self._events = self._events, []
+        for name, tab_id, params, traffic in events:
+            self._apply(name, tab_id, params, traffic)
+            if name == "requestWillBeSent" and params.get("type") in self.resource_types:
+                self.seen_urls.add(params["request"].get("url", ""))
+
+    def prefetch_bodies(self, sessions: dict[str, Any]) -> None:
+        """Send ahead (``TimedCDP.prefetch``) the ``Network.getResponseBody`` of each exchange the next
+        ``drain`` will emit with a body and that has finished already: a body does not change once
+        its response has finished, and a large one (a 2 MB single-page app) then travels while the
+        capture reads the tabs."""
+        self._absorb()
+        for key in self._order:
+            chain = self._chains[key]
+            if not chain.hops or not chain.done or not self._ready(chain, False):
+                continue
+            hop = chain.hops[-1]
+            cdp = sessions.get(chain.tab_id)
+            if cdp is not None and hop.response and hop.error is None and self._wants_body(hop):
+                cdp.prefetch("Network.getResponseBody", {"requestId": chain.request_id})
 
     def pending(self, tab_id: str) -> tuple[int, int]:
         """``(requests, websockets)`` of the tab open as of the last drain."""

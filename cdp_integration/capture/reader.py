@@ -80,6 +80,8 @@ class StateReader:
                 url, title = tab.page.url, self.tracker.budget.call(tab.page, "title")
             return TabState(tab_id=tab.tab_id, url=url, title=title, active=active)
         url, title = info.get("url", ""), info.get("title", "")
+        for origin in origins:  # read after the tab's other reads, sent with them
+            tab.cdp.prefetch("DOMStorage.getDOMStorageItems", state.storage_params(origin, local=False))
         fields: dict[str, Any] = {"dom_snapshot_source": "observation" if observed_dom is not None else "cdp"}
         options = self.options
         thumbnail = None
@@ -122,6 +124,13 @@ class StateReader:
         reads: list[tuple[str, Callable[[], Any]]] = []
         if active or options.dom == "all_tabs":
             own = self.own_dom_snapshot
+            with contextlib.suppress(Exception):  # a failed world fails each read below, as a fault
+                state.prefetch_isolated_reads(
+                    tab.cdp,
+                    state.isolated_world(tab.cdp, tab.frame_tree, tab.worlds),
+                    cssom=options.cssom_styles,
+                    form=options.form_state,
+                )
             # First: the page's clock at this read is no later than the HTML's, so a change that lands
             # while the capture reads counts as after it (refused), never as already captured.
             reads.append(("settling", lambda: state.read_settling(tab.cdp, tab.frame_tree, tab.worlds)))
@@ -186,6 +195,20 @@ class StateReader:
                 "changes_complete_until_ms": after.changes_complete_until_ms,
             }
         )
+
+    @staticmethod
+    def prefetch_shared(active: Tab, tabs: list[Tab], origins: dict[str, list[str]]) -> None:
+        """Send ahead the reads ``cookies`` and ``local_storage`` make after the tabs' reads (they
+        read the context's state, whose order among the tab reads does not matter)."""
+        active.cdp.prefetch("Network.getAllCookies")
+        seen: set[str] = set()
+        for tab in tabs:
+            for origin in origins[tab.tab_id]:
+                if origin not in seen:
+                    seen.add(origin)
+                    tab.cdp.prefetch(
+                        "DOMStorage.getDOMStorageItems", state.storage_params(origin, local=True)
+                    )
 
     def cookies(self, tab: Tab, faults: list[CaptureFault]) -> list[Cookie]:
         with as_fault(faults, "cookies", tab.tab_id):

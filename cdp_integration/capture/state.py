@@ -26,6 +26,10 @@ from cdp_integration.session.models import (
 __all__ = [
     "THUMBNAIL_WIDTH",
     "AsyncSend",
+    "frame_tree_command",
+    "isolated_params",
+    "isolated_world",
+    "prefetch_isolated_reads",
     "read_accessibility_tree",
     "read_cookies",
     "read_cssom_styles",
@@ -43,6 +47,7 @@ __all__ = [
     "read_target_info",
     "read_thumbnail",
     "remember_marked_attributes",
+    "storage_params",
     "thumbnail_of_pixels",
 ]
 
@@ -77,10 +82,25 @@ def read_cookies(cdp: Any) -> list[Cookie]:
     return [Cookie.model_validate(c) for c in cdp.send("Network.getAllCookies")["cookies"]]
 
 
+def frame_tree_command(*, resources: bool) -> tuple[str, None]:
+    """The command ``read_frame_tree`` sends (to send it ahead: ``TimedCDP.prefetch``)."""
+    return ("Page.getResourceTree" if resources else "Page.getFrameTree"), None
+
+
+def storage_params(origin: str, *, local: bool) -> dict[str, Any]:
+    """The params of ``read_storage``'s ``DOMStorage.getDOMStorageItems``."""
+    return {"storageId": {"securityOrigin": origin, "isLocalStorage": local}}
+
+
+def isolated_params(expression: str, context_id: int) -> dict[str, Any]:
+    """The params of a ``Runtime.evaluate`` of ``expression`` in the isolated world ``context_id``."""
+    return {"expression": expression, "contextId": context_id, "returnByValue": True}
+
+
 def read_frame_tree(cdp: Any, *, resources: bool) -> dict[str, Any]:
     """The tab's frame tree (``Page.getFrameTree``), with each frame's subresources when ``resources``
     (``Page.getResourceTree``, same shape); one read serves every reader of a capture."""
-    tree: dict[str, Any] = cdp.send("Page.getResourceTree" if resources else "Page.getFrameTree")["frameTree"]
+    tree: dict[str, Any] = cdp.send(*frame_tree_command(resources=resources))["frameTree"]
     return tree
 
 
@@ -102,10 +122,7 @@ def read_origins(cdp: Any, tree: dict[str, Any] | None = None) -> list[str]:
 
 def read_storage(cdp: Any, origin: str, *, local: bool) -> dict[str, str]:
     """localStorage (``local=True``) or this tab's sessionStorage for one origin."""
-    items = cdp.send(
-        "DOMStorage.getDOMStorageItems",
-        {"storageId": {"securityOrigin": origin, "isLocalStorage": local}},
-    )["entries"]
+    items = cdp.send("DOMStorage.getDOMStorageItems", storage_params(origin, local=local))["entries"]
     return {key: value for key, value in items}
 
 
@@ -266,15 +283,25 @@ def _evaluate_isolated(
     worlds = {} if worlds is None else worlds
     context_id = isolated_world(cdp, tree, worlds)
     try:
-        result = cdp.send(
-            "Runtime.evaluate", {"expression": expression, "contextId": context_id, "returnByValue": True}
-        )
+        result = cdp.send("Runtime.evaluate", isolated_params(expression, context_id))
     except Exception:
         worlds.clear()  # the context went away (a navigation in between): a new world next time
         raise
     if "exceptionDetails" in result:
         raise CaptureError(f"reading {what} failed: {result['exceptionDetails'].get('text', '')}")
     return result["result"].get("value")
+
+
+def prefetch_isolated_reads(cdp: Any, context_id: int, *, cssom: bool, form: bool) -> None:
+    """Send ahead (``TimedCDP.prefetch``) the isolated-world reads of a tab's capture, in the order
+    the capture reads them: the settling read first (it must precede the HTML), then the CSSOM
+    styles and the form state (before the HTML is read; the second settling read, sent when the HTML
+    has been read, still brackets them)."""
+    cdp.prefetch("Runtime.evaluate", isolated_params(_SETTLING, context_id))
+    if cssom:
+        cdp.prefetch("Runtime.evaluate", isolated_params(_CSSOM_STYLES, context_id))
+    if form:
+        cdp.prefetch("Runtime.evaluate", isolated_params(_FORM_STATE, context_id))
 
 
 def read_cssom_styles(

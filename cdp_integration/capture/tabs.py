@@ -16,6 +16,7 @@ from collections.abc import Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from cdp_integration.capture import state
@@ -96,6 +97,31 @@ class TimedCDP:
         self.timed_out: str | None = None
         self.answered = False
         """The renderer answered a command since the last ``reset()``."""
+        self._sent_ahead: dict[bytes, asyncio.Task[Any]] = {}
+        """Commands ``prefetch`` sent in this capture whose answers no ``send`` has taken yet."""
+
+    def prefetch(self, method: str, params: dict[str, Any] | None = None) -> None:
+        """Send a read now without waiting for its answer: the next ``send`` of the same command (same
+        method and params) in this capture takes that answer instead of sending it again.
+
+        Playwright's sync API waits for each answer before the next command goes out, so a capture's
+        independent reads would each pay a round trip through Playwright's driver. Sent ahead, they
+        travel together; the browser still runs a tab's commands in the order they were sent, so
+        only reads whose order does not matter (or that come first anyway) are sent ahead. Only for
+        commands that change nothing; a session that is not Playwright's ignores it."""
+        if self.timed_out is not None:
+            return
+        impl, loop = getattr(self.session, "_impl_obj", None), getattr(self.session, "_loop", None)
+        if impl is None or loop is None or getattr(self.session, "_sync", None) is None:
+            return
+        key = _command_key(method, params)
+        if key in self._sent_ahead:
+            return
+        coroutine = (
+            impl.send(method, params, None) if _takes_timeout(impl.send) else impl.send(method, params)
+        )
+        task = self._sent_ahead[key] = loop.create_task(coroutine)
+        task.add_done_callback(_ignore_outcome)  # a tab closed before its answer was taken
 
     def send(self, method: str, params: dict[str, Any] | None = None) -> Any:
         browser_side = method.startswith(("Target.", "Browser."))
@@ -104,9 +130,13 @@ class TimedCDP:
         budget = self.budget() if self.budget is not None else None
         patient = self.answered or budget is None
         limit = self.timeout_ms if patient or budget is None else budget.liveness_ms(self.timeout_ms)
+        ahead = self._sent_ahead.pop(_command_key(method, params), None) if self._sent_ahead else None
         started = time.monotonic()
         try:
-            result = self.session.send(method, params, timeout=limit)
+            if ahead is not None:
+                result = self._answer(ahead, method, limit)
+            else:
+                result = self.session.send(method, params, timeout=limit)
         except PlaywrightTimeoutError:
             if not browser_side:
                 self.timed_out = method
@@ -142,9 +172,21 @@ class TimedCDP:
     async def _inline_send(self, method: str, params: dict[str, Any] | None = None) -> Any:
         return self.send(method, params)
 
+    def _answer(self, ahead: asyncio.Task[Any], method: str, limit_ms: float) -> Any:
+        """The answer of a command sent ahead, waited for as ``send`` waits for its own."""
+        try:
+            return self.session._sync(asyncio.wait_for(ahead, limit_ms / 1000))
+        except TimeoutError:
+            raise PlaywrightTimeoutError(f"{method}: no answer within {limit_ms:.0f} ms") from None
+
     def reset(self) -> None:
+        """A new capture: nothing timed out, nothing answered, nothing sent ahead (answers not taken
+        are dropped)."""
         self.timed_out = None
         self.answered = False
+        ahead, self._sent_ahead = self._sent_ahead, {}
+        for task in ahead.values():
+            task.cancel()
 
     def on(self, event: str, handler: Callable[[Any], None]) -> None:
         self.session.on(event, handler)
@@ -341,6 +383,9 @@ class TabTracker:
         for tab in self.tabs.values():
             tab.cdp.reset()
             tab.frame_tree, tab.frame_tree_error = None, None
+            if tab.page not in self.crashed:  # the reads every capture starts with, sent together
+                tab.cdp.prefetch(*state.frame_tree_command(resources=self.frame_tree_resources))
+                tab.cdp.prefetch("Target.getTargetInfo")
         self._pump_events()
         self._sync()
         return self._live()
@@ -463,6 +508,16 @@ class TabTracker:
                 for event, handler in self.context_events.items():
                     context.remove_listener(event, handler)
         self.contexts.clear()
+
+
+def _command_key(method: str, params: dict[str, Any] | None) -> bytes:
+    return method.encode() + b"\0" + orjson.dumps(params, option=orjson.OPT_SORT_KEYS)
+
+
+def _ignore_outcome(task: asyncio.Task[Any]) -> None:
+    """Retrieve a dropped task's outcome, so asyncio does not report it as never retrieved."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _run_inline(coroutine: Coroutine[Any, Any, Any]) -> Any:

@@ -69,6 +69,10 @@ class TrafficRecorder:
         if item is not None:
             item.response = response
 
+    def prefetch_bodies(self) -> None:
+        """Send ahead the body reads the next ``drain`` will make of exchanges already finished."""
+        self.network.prefetch_bodies(self.tracker.sessions())
+
     def drain(self, faults: list[CaptureFault], *, final: bool) -> list[NetworkExchange]:
         """The exchanges finished since the last drain (``final``: all of them)."""
         exchanges: list[NetworkExchange] = []
