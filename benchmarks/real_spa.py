@@ -58,25 +58,26 @@ class Kind:
 
 
 class _CallTimes:
-    """Times every CDP call the logger makes (Playwright's ``CDPSession.send``) into ``kind.calls``
-    while a capture of that kind runs; the bench's own instrument, not the product's."""
+    """Times every CDP command the logger waits for (``TimedCDP.send``: a command sent ahead is
+    timed from when the capture asks for its answer) into ``kind.calls`` while a capture of that
+    kind runs; the bench's own instrument, not the product's."""
 
     def __init__(self) -> None:
-        from playwright.sync_api import CDPSession
+        from cdp_integration.capture.tabs import TimedCDP
 
         self.kind: Kind | None = None
-        self._cls, self._send = CDPSession, CDPSession.send
+        self._cls, self._send = TimedCDP, TimedCDP.send
         timer = self
 
-        def send(session: Any, method: str, params: Any = None, **options: Any) -> Any:
+        def send(cdp: Any, method: str, params: Any = None) -> Any:
             started = time.perf_counter()
             try:
-                return timer._send(session, method, params, **options)
+                return timer._send(cdp, method, params)
             finally:
                 if timer.kind is not None:
                     timer.kind.calls.setdefault(method, []).append((time.perf_counter() - started) * 1000)
 
-        CDPSession.send = send  # type: ignore[method-assign]
+        TimedCDP.send = send  # type: ignore[method-assign]
 
     def close(self) -> None:
         self._cls.send = self._send  # type: ignore[method-assign]
@@ -230,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         count = max(1, len(kind.wall_ms))
         heaviest = sorted(kind.calls.items(), key=lambda item: -sum(item[1]))[:4]
         print(
-            f"  bound, {kind.name}: CDP calls per capture "
+            f"  bound, {kind.name}: waits for CDP answers per capture "
             + ", ".join(f"{method} {sum(times) / count:.0f} ms" for method, times in heaviest)
             + f" (of {sum(kind.wall_ms) / count:.0f} ms)"
         )

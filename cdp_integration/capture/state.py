@@ -164,10 +164,9 @@ def thumbnail_of_pixels(pixels: Any, viewport: dict[str, int] | None) -> tuple[s
     array of the viewport (BrowserGym's observation, made with Pillow, its own dependency)."""
     from PIL import Image
 
-    image = Image.fromarray(pixels).convert("RGB")
-    width = min(THUMBNAIL_WIDTH, image.width)
-    height = max(1, round(image.height * width / max(1, image.width)))
-    small = image.resize((width, height), Image.Resampling.BILINEAR, reducing_gap=2.0)
+    image = Image.fromarray(pixels)
+    # A box filter by a whole factor (a quarter of a resize's cost), then RGB of the small image.
+    small = image.reduce(max(1, -(-image.width // THUMBNAIL_WIDTH))).convert("RGB")
     buffer = io.BytesIO()
     small.save(buffer, "WEBP", quality=THUMBNAIL_QUALITY)
     size = (int(viewport["width"]), int(viewport["height"])) if viewport else (image.width, image.height)
