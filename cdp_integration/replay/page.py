@@ -765,11 +765,19 @@ class MockPage(Page):
             # Loading runs no session JavaScript: it is bounded by Playwright's timeouts, not the limit.
             try:
                 self._offline = offline_browser().open(document)
+                self._offline_ran = 0
+                settle(self._offline)
             except ReplayMissError as exc:  # remembered: an evaluator may swallow the error
                 self._context.misses.append(str(exc))
                 raise
-            self._offline_ran = 0
-            settle(self._offline)
+            except Exception as exc:  # no page to ask: no answer, never the evaluator's swallowed ""
+                self._drop_offline()
+                miss = ReplayMissError(
+                    f"{asked} on {self._url} (step {self._context.step.index}): the offline browser could "
+                    f"not load the captured page ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+                )
+                self._context.misses.append(str(miss))
+                raise miss from exc
         try:
             with offline_browser().limit(f"{asked} on {self._url} (step {self._context.step.index})"):
                 yield

@@ -301,3 +301,25 @@ def test_a_control_found_by_identity_elsewhere_is_restored_and_a_missing_one_is_
     config = _configs(live["base"])["passing"]
     with pytest.raises(ReplayMissError, match="input#gone"):
         evaluate_session(_with_title_control(session, id="gone", path=[0]), config, per_step=False)
+
+
+def test_a_page_the_offline_browser_cannot_load_is_loud_not_a_swallowed_zero(captured: Captured) -> None:
+    """The offline browser is Playwright's sync API, bound to the thread that started it: scoring from
+    another thread (a thread pool) cannot load the captured page there. The evaluator would swallow
+    the failure as an empty answer (a silent 0.0); it is a ``ReplayMissError`` naming the cause."""
+    session, live = captured
+    config = _configs(live["base"])["passing"]
+    assert evaluate_session(session, config, per_step=False).score == 1.0  # the browser starts here
+    outcome: list[BaseException | float] = []
+
+    def elsewhere() -> None:
+        try:
+            outcome.append(evaluate_session(session, config, per_step=False).score)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=elsewhere)
+    worker.start()
+    worker.join()
+    assert len(outcome) == 1 and isinstance(outcome[0], ReplayMissError), outcome
+    assert "the offline browser could not load the captured page" in str(outcome[0])
