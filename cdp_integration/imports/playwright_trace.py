@@ -1160,10 +1160,22 @@ class _Builder:
         if snapshot.time < responded:
             return newer
         if snapshot.url != url and (
-            snapshot.time < finished or self._url_before(page_id, started) == snapshot.url
+            snapshot.time < finished
+            or (
+                self._url_before(page_id, started) == snapshot.url
+                and not self._shown_between(page_id, started, snapshot.time, url)
+            )
         ):
             return newer
         return None
+
+    def _shown_between(self, page_id: str, start: float, end: float, url: str) -> bool:
+        """Whether a main-frame snapshot of the page taken in ``[start, end)`` shows ``url``: the load of
+        ``url`` committed before ``end``, so a later snapshot with the URL the page had before it is a
+        navigation since (back to ``about:blank``), not a snapshot that raced the load."""
+        times, urls = self._main_times.get(page_id, ([], []))
+        first, last = bisect.bisect_left(times, start), bisect.bisect_left(times, end)
+        return url in urls[first:last]
 
     def _url_before(self, page_id: str, time: float) -> str | None:
         """The URL of the page's last main-frame snapshot taken before ``time``."""

@@ -6,7 +6,8 @@ the click has returned (its snapshots are in the trace by then), so the navigati
 them; ``wait_for_load_state`` follows (Playwright records no snapshot for it), then the evaluator's
 ``evaluate`` on the page, whose snapshot is the later one. Variants of the same recording: that
 snapshot removed; the network log as Playwright before 1.63 writes it (no ``_resourceType``); the
-click's last snapshot received after the navigation finished (a snapshot that raced it).
+click's last snapshot received after the navigation finished (a snapshot that raced it). And a page
+that goes back to ``about:blank``, the URL it had before its load: a later snapshot, not a race.
 """
 
 from __future__ import annotations
@@ -222,3 +223,40 @@ def test_without_it_the_page_is_a_loud_miss_never_the_form(
         ReplayMissError, match="lacks the DOM of a page loaded after the trace's last snapshot"
     ):
         _score(session, ON_PAGE)
+
+
+@pytest.fixture(scope="module")
+def back_to_blank(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A trace whose page, opened blank, loads the shop and goes back to ``about:blank``; and the live
+    page's URL at its end."""
+    from cdp_integration.environment import CHROMIUM_ARGS, headless_executable
+
+    path = tmp_path_factory.mktemp("trace-back") / "8.zip"
+    with _shared_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=headless_executable(), args=list(CHROMIUM_ARGS))
+        try:
+            context = browser.new_context()
+            context.route(
+                "**/*", lambda route: route.fulfill(status=200, content_type="text/html", body=FORM)
+            )
+            context.tracing.start(snapshots=True, screenshots=False)
+            page = context.new_page()
+            page.goto(HOME)
+            page.fill("#q", "ocean")
+            page.go_back()
+            live = page.url
+            context.tracing.stop(path=str(path))
+        finally:
+            browser.close()
+    return path, live
+
+
+def test_a_page_gone_back_to_about_blank_is_scored_there(back_to_blank: tuple[Path, str]) -> None:
+    """Its last snapshot shows ``about:blank``, the URL it had before the shop's load: a snapshot taken
+    after that load was shown is the page going back, not one that raced the load."""
+    path, live = back_to_blank
+    assert live == "about:blank"
+    session = _session(path)
+    assert session.final_step.url == "about:blank"
+    home = {"eval_types": ["url_match"], "reference_url": HOME, "url_note": "GOLD in PRED"}
+    assert _score(session, home) == 0.0  # live: page.url is about:blank
