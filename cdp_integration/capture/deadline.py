@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["CaptureTimeout", "StallBudget", "bounded"]
@@ -55,20 +56,28 @@ class StallBudget:
         self.spent_ms += waited_ms
         self.timeouts += 1
 
-    def call(self, owner: Any, method: str, *args: Any, cap_ms: float | None = None) -> Any:
-        """``owner.method(*args)`` (a Playwright sync-API call) within this budget; ``CaptureTimeout``
-        when it misses its deadline or the budget is spent before it starts."""
+    def within[T](self, wait: Callable[[float], T], what: str, cap_ms: float | None = None) -> T:
+        """``wait(limit_ms)``, a wait that raises ``TimeoutError`` at its limit, given what is left of
+        this budget (at most ``cap_ms``); what it waited before timing out is spent. ``CaptureTimeout``
+        without waiting when the budget is spent already."""
         limit = self.limit_ms(cap_ms)
         if limit <= 0:
             raise CaptureTimeout(
-                f"{method}() not called: the capture's stall budget of {self.budget_ms:.0f} ms is spent"
+                f"{what} not waited for: the capture's stall budget of {self.budget_ms:.0f} ms is spent"
             )
         started = time.monotonic()
         try:
-            return bounded(owner, method, *args, timeout_ms=limit)
-        except CaptureTimeout:
+            return wait(limit)
+        except TimeoutError:
             self.spend((time.monotonic() - started) * 1000)
             raise
+
+    def call(self, owner: Any, method: str, *args: Any, cap_ms: float | None = None) -> Any:
+        """``owner.method(*args)`` (a Playwright sync-API call) within this budget; ``CaptureTimeout``
+        when it misses its deadline or the budget is spent before it starts."""
+        return self.within(
+            lambda limit: bounded(owner, method, *args, timeout_ms=limit), f"{method}()", cap_ms
+        )
 
 
 def bounded(owner: Any, method: str, *args: Any, timeout_ms: float) -> Any:

@@ -52,18 +52,12 @@ class Started:
         # What they wait for may never come (a page whose stylesheet never arrives is never drawn):
         # they get what is left of the capture's stall budget, as Playwright calls that wait on
         # browser events do, and what they wait is spent from it.
-        budget = cdp.budget() if cdp.budget is not None else None
-        limit = cdp.timeout_ms if budget is None else budget.limit_ms(cdp.timeout_ms)
-        if limit <= 0:
-            task.cancel()
-            self._task = None
-            raise CaptureTimeout("not waited for: the capture's stall budget is spent")
-        started = time.monotonic()
         try:
-            return self._wait(limit)
-        except TimeoutError:
-            if budget is not None:
-                budget.spend((time.monotonic() - started) * 1000)
+            if cdp.budget is None:
+                return self._wait(cdp.timeout_ms)
+            return cdp.budget().within(self._wait, "the started commands", cdp.timeout_ms)
+        except CaptureTimeout:
+            task.cancel()
             raise
         finally:
             self._task = None
