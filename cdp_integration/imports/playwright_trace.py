@@ -884,6 +884,10 @@ def _action_text(call: _Call) -> str:
 
 _LOADED_AFTER = "the DOM of a page loaded after the trace's last snapshot of it"
 _NAVIGATED_AFTER = "the DOM of a page after a same-document navigation the trace has no later snapshot of"
+_MOVES_BY_ITSELF = (
+    "the URL and DOM of a page that changes its URL by itself (between calls, without a document "
+    "load), after the trace's last snapshot of it: this trace format records no same-document navigation"
+)
 _UNKNOWN_FRAME = (
     "the URL of a page after a same-document navigation in a frame the trace does not name (a page "
     "with child frames), with no later snapshot"
@@ -971,10 +975,27 @@ class _Builder:
             self._navigation_index[page_id] = ([n.line for n in mains], mains, unknown)
         self._main_times: dict[str, tuple[list[float], list[str]]] = {}
         """Page -> the times and URLs of its main-frame snapshots, by time."""
+        self._load_finish: dict[str, list[float]] = {}
+        """Page -> for each of its document loads (by start), the latest finish of the loads so far."""
+        self._moves_by_itself: set[str] = set()
+        """Pages whose URL changed between two calls' snapshots with no document load between them
+        (a router that updates the URL later than the action), in a trace that records no navigation."""
+        last_main: dict[str, _Snapshot] = {}
         for snapshot in sorted((s for s in trace.snapshots if s.main), key=lambda s: s.time):
             times, urls = self._main_times.setdefault(snapshot.page, ([], []))
             times.append(snapshot.time)
             urls.append(snapshot.url)
+            before = last_main.get(snapshot.page)
+            last_main[snapshot.page] = snapshot
+            if (
+                not trace.navigations
+                and before is not None
+                and before.call != snapshot.call
+                and before.url != snapshot.url
+                and snapshot.page not in self.evaluator
+                and not self._loaded_between(snapshot.page, before.time, snapshot.time)
+            ):
+                self._moves_by_itself.add(snapshot.page)
         for snapshot in trace.snapshots:
             if not snapshot.main:
                 self.siblings.setdefault((snapshot.page, snapshot.call, snapshot.phase), {})[
@@ -1124,7 +1145,16 @@ class _Builder:
         recorded there at all."""
         navigations = self.trace.navigations.get(page_id)
         if not navigations:
-            return self._newer_load(page_id, snapshot, until)
+            newer = self._newer_load(page_id, snapshot, until)
+            if (
+                newer is None
+                and snapshot is not None
+                and until == float("inf")
+                and page_id in self._moves_by_itself
+            ):
+                # Its URL may have changed again after the last snapshot; no event would show it.
+                return _Newer(snapshot.url, _MOVES_BY_ITSELF, False)
+            return newer
         line = max(limit_line, snapshot.line + 1) if snapshot is not None else limit_line
         main_lines, mains, unknown_lines = self._navigation_index[page_id]
         at = bisect.bisect_left(main_lines, line) - 1
@@ -1168,6 +1198,22 @@ class _Builder:
         ):
             return newer
         return None
+
+    def _loaded_between(self, page_id: str, start: float, end: float) -> bool:
+        """Whether a document load of the page was under way between ``start`` and ``end``: started by
+        ``end`` and finished at ``start`` or later (a snapshot that raced a load is still before it)."""
+        times, loads = self._documents.get((page_id, None), ([], []))
+        at = bisect.bisect_right(times, end) - 1
+        if at < 0:
+            return False
+        finished = self._load_finish.get(page_id)
+        if finished is None:  # the latest finish among the loads started so far, per load
+            finished, latest = [], float("-inf")
+            for started, (_order, entry) in zip(times, loads, strict=True):
+                latest = max(latest, started + max(0.0, _number(entry.get("time"))))
+                finished.append(latest)
+            self._load_finish[page_id] = finished
+        return finished[at] >= start
 
     def _shown_between(self, page_id: str, start: float, end: float, url: str) -> bool:
         """Whether a main-frame snapshot of the page taken in ``[start, end)`` shows ``url``: the load of

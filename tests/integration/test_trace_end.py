@@ -260,3 +260,61 @@ def test_a_page_gone_back_to_about_blank_is_scored_there(back_to_blank: tuple[Pa
     assert session.final_step.url == "about:blank"
     home = {"eval_types": ["url_match"], "reference_url": HOME, "url_note": "GOLD in PRED"}
     assert _score(session, home) == 0.0  # live: page.url is about:blank
+
+
+ROUTER = (
+    "<title>Router</title><input id=note><button id=go>Go</button><script>"
+    "let n = 0; document.getElementById('go').onclick = () => "
+    "setTimeout(() => { location.hash = '#/view' + (++n); }, 50);</script>"
+)
+
+
+@pytest.fixture(scope="module")
+def late_router(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A trace of a page whose router sets the URL's hash 50 ms after a click (after the click's
+    snapshots): once mid-trace, where a later call's snapshot shows it, and once at the end, where
+    no snapshot does; and the live page's URL at its end."""
+    from cdp_integration.environment import CHROMIUM_ARGS, headless_executable
+
+    path = tmp_path_factory.mktemp("trace-router") / "9.zip"
+    with _shared_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=headless_executable(), args=list(CHROMIUM_ARGS))
+        try:
+            context = browser.new_context()
+            context.route(
+                "**/*", lambda route: route.fulfill(status=200, content_type="text/html", body=ROUTER)
+            )
+            context.tracing.start(snapshots=True, screenshots=False)
+            page = context.new_page()
+            page.goto(HOME)
+            page.click("#go")
+            page.wait_for_url("**#/view1")
+            page.fill("#note", "seen")  # its snapshots show #/view1: the URL changed between calls
+            page.click("#go")
+            page.wait_for_url("**#/view2")
+            live = page.url
+            context.tracing.stop(path=str(path))
+        finally:
+            browser.close()
+    return path, live
+
+
+def test_a_page_that_changes_its_url_by_itself_is_loud_at_the_trace_end(
+    late_router: tuple[Path, str],
+) -> None:
+    """Formats after 4 record no same-document navigation: the last click's snapshots show
+    ``#/view1`` where the live page is at ``#/view2``. The trace shows the page changing its URL by
+    itself earlier, so its final URL and DOM are a loud miss, never ``#/view1``."""
+    path, live = late_router
+    assert live == HOME + "#/view2"
+    with zipfile.ZipFile(path) as archive:
+        events = [json.loads(line) for line in archive.read("trace.trace").splitlines() if line.strip()]
+    clicks = [e["callId"] for e in events if e.get("type") == "before" and e.get("method") == "click"]
+    assert {s["frameUrl"] for s in _snapshots(events, clicks[-1])} == {HOME + "#/view1"}  # the order held
+    session = _session(path)
+    assert session.final_step.url == HOME + "#/view1" and session.final_step.html is None
+    url = {"eval_types": ["url_match"], "reference_url": HOME + "#/view2", "url_note": "EXACT"}
+    with pytest.raises(ReplayMissError, match="url_match needs the final URL"):
+        _score(session, url)
+    with pytest.raises(ReplayMissError, match="changes its URL by itself"):
+        _score(session, {**ON_PAGE, "program_html": [{**ON_PAGE["program_html"][0], "locator": ""}]})
