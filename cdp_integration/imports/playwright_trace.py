@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urldefrag, urlencode, urlsplit
 
 import orjson
 
@@ -1189,7 +1189,7 @@ class _Builder:
         finished = started + max(0.0, _number(load.get("time")))
         if snapshot.time < responded:
             return newer
-        if snapshot.url != url and (
+        if urldefrag(snapshot.url).url != url and (
             snapshot.time < finished
             or (
                 self._url_before(page_id, started) == snapshot.url
@@ -1221,7 +1221,8 @@ class _Builder:
         navigation since (back to ``about:blank``), not a snapshot that raced the load."""
         times, urls = self._main_times.get(page_id, ([], []))
         first, last = bisect.bisect_left(times, start), bisect.bisect_left(times, end)
-        return url in urls[first:last]
+        loaded = urldefrag(url).url  # a request's URL has no fragment; the page's may
+        return any(urldefrag(shown).url == loaded for shown in urls[first:last])
 
     def _url_before(self, page_id: str, time: float) -> str | None:
         """The URL of the page's last main-frame snapshot taken before ``time``."""

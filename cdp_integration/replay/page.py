@@ -649,6 +649,11 @@ class MockBrowserContext(BrowserContext):
                     loaded = max(loaded or 0.0, _completed(exchange))
         return loaded
 
+    @property
+    def imported(self) -> bool:
+        """The session was imported from another tool's recording (its tab titles are the DOM's)."""
+        return isinstance(self._session.header.options.get("imported"), dict)
+
     def known_urls(self) -> list[str]:
         urls = [t.url for t in self.step.tabs]
         if self.evaluation:
@@ -875,6 +880,8 @@ class MockPage(Page):
             return str(self._replay_outcome(call))
         self._reconstructed("title")
         if self._tab is not None and _same_document(self._tab.url, self._url):
+            if self._tab.html is None and self._context.imported:
+                raise self._miss("title")  # an imported recording without this page's DOM: nor its title
             if self._tab.html is not None and "<title" not in self._tab.html.lower():
                 return ""  # no <title>: document.title is ""; the captured target title is the URL then
             in_dom = _document_title(self._tab.html) if self._tab.html is not None else None

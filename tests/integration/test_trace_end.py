@@ -25,6 +25,7 @@ from cdp_integration.errors import ReplayMissError
 from cdp_integration.evaluate.scoring import evaluate_session
 from cdp_integration.imports.common import write_episode
 from cdp_integration.imports.playwright_trace import import_trace
+from cdp_integration.replay import replay_step
 from cdp_integration.session.store import Session, load_session
 
 HOME = "http://shop.test/"
@@ -241,7 +242,8 @@ def back_to_blank(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
             )
             context.tracing.start(snapshots=True, screenshots=False)
             page = context.new_page()
-            page.goto(HOME)
+            page.goto(HOME + "#/start")  # requested without its fragment, shown with it
+            page.reload()
             page.fill("#q", "ocean")
             page.go_back()
             live = page.url
@@ -257,6 +259,8 @@ def test_a_page_gone_back_to_about_blank_is_scored_there(back_to_blank: tuple[Pa
     path, live = back_to_blank
     assert live == "about:blank"
     session = _session(path)
+    reloaded = next(step for step in session.steps if step.action and step.action.startswith("reload"))
+    assert reloaded.url == HOME + "#/start" and reloaded.html is not None  # the reload's snapshot shows it
     assert session.final_step.url == "about:blank"
     home = {"eval_types": ["url_match"], "reference_url": HOME, "url_note": "GOLD in PRED"}
     assert _score(session, home) == 0.0  # live: page.url is about:blank
@@ -318,3 +322,5 @@ def test_a_page_that_changes_its_url_by_itself_is_loud_at_the_trace_end(
         _score(session, url)
     with pytest.raises(ReplayMissError, match="changes its URL by itself"):
         _score(session, {**ON_PAGE, "program_html": [{**ON_PAGE["program_html"][0], "locator": ""}]})
+    with pytest.raises(ReplayMissError, match="changes its URL by itself"):
+        replay_step(session, -1).title()  # nor its title
